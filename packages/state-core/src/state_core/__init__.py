@@ -1,0 +1,63 @@
+"""state-core: explicit, mutable ``State`` objects that JAX transformations understand.
+
+This is the lowest layer of the state stack. It holds the ``State`` family,
+filters that select states, collections of states gathered from object graphs,
+and the tracing engine (``StateTraceStack``, ``catch_new_states``,
+``StatefulFunction``) on which every state-aware transformation is built.
+
+Example:
+    >>> import jax.numpy as jnp
+    >>> import state_core
+    >>> w = state_core.ParamState(jnp.ones(3), name='w')
+    >>> f = state_core.StatefulFunction(lambda x: (w.value * x).sum())
+    >>> f(jnp.arange(3.0))
+    Array(3., dtype=float32)
+"""
+
+from . import filter
+from .__about__ import __version__
+from ._collection import StateDict, collect_states, states_of_callable
+from ._pretty import format_fields
+from ._state import (
+    HiddenState,
+    LongTermState,
+    ParamState,
+    ShortTermState,
+    State,
+    StateLeakError,
+    check_not_state,
+    strict_state_checks,
+)
+from ._stateful_function import (
+    StatefulFunction,
+    TracedCall,
+    leaf_signature,
+    read_state_values,
+    write_state_values,
+)
+from ._trace import NewStateCatcher, StateTraceStack, catch_new_states
+
+__all__ = [
+    "__version__",
+    "filter",
+    "State",
+    "ShortTermState",
+    "LongTermState",
+    "ParamState",
+    "HiddenState",
+    "StateLeakError",
+    "strict_state_checks",
+    "check_not_state",
+    "StateTraceStack",
+    "catch_new_states",
+    "NewStateCatcher",
+    "StatefulFunction",
+    "TracedCall",
+    "leaf_signature",
+    "read_state_values",
+    "write_state_values",
+    "StateDict",
+    "collect_states",
+    "states_of_callable",
+    "format_fields",
+]

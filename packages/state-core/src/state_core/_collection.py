@@ -1,0 +1,158 @@
+"""Collecting ``path -> State`` mappings from Python object graphs, and splitting them."""
+
+from __future__ import annotations
+
+import types
+from typing import Any, Callable, Hashable, Iterator
+
+import jax
+import numpy as np
+
+from ._filter import FilterLike, Path, to_predicate
+from ._state import State
+
+__all__ = ["StateDict", "collect_states", "states_of_callable"]
+
+_OPAQUE = (
+    str,
+    bytes,
+    int,
+    float,
+    complex,
+    bool,
+    type(None),
+    type,
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.MethodType,
+    types.ModuleType,
+    np.ndarray,
+    np.generic,
+    jax.Array,
+)
+
+
+class StateDict(dict):
+    """An ordered ``path -> State`` mapping with filtering and splitting.
+
+    Paths are tuples of attribute names, dict keys and list indices from the
+    root object. Insertion order is the order of discovery.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from state_core import ParamState, ShortTermState, collect_states
+        >>> class Net:
+        ...     def __init__(self):
+        ...         self.w = ParamState(jnp.ones(2))
+        ...         self.h = ShortTermState(jnp.zeros(2))
+        >>> states = collect_states(Net())
+        >>> list(states)
+        [('w',), ('h',)]
+        >>> params, rest = states.split(ParamState, ...)
+        >>> list(params), list(rest)
+        ([('w',)], [('h',)])
+    """
+
+    def filter(self, *filters: FilterLike) -> "StateDict":
+        """The states matched by any of ``filters`` (all states when none is given)."""
+        if not filters:
+            return StateDict(self)
+        predicate = to_predicate(filters if len(filters) > 1 else filters[0])
+        return StateDict((p, s) for p, s in self.items() if predicate(p, s))
+
+    def split(self, *filters: FilterLike) -> tuple["StateDict", ...]:
+        """Partition into one ``StateDict`` per filter; each state goes to the first match.
+
+        States that no filter matches are dropped; end with ``...`` to keep a
+        "rest" collection.
+        """
+        if not filters:
+            raise ValueError("StateDict.split needs at least one filter; use `...` for the rest.")
+        predicates = [to_predicate(f) for f in filters]
+        parts: list[StateDict] = [StateDict() for _ in predicates]
+        for path, state in self.items():
+            for part, predicate in zip(parts, predicates):
+                if predicate(path, state):
+                    part[path] = state
+                    break
+        return tuple(parts)
+
+    def to_values(self) -> dict[Path, Any]:
+        """``path -> current value``."""
+        return {p: s.value for p, s in self.items()}
+
+    def assign_values(self, values: dict[Path, Any]) -> None:
+        """Write ``values`` (``path -> value``) into the states at those paths."""
+        for path, value in values.items():
+            if path not in self:
+                raise KeyError(f"No state at path {path!r}; known paths: {list(self)[:10]}...")
+            self[path].value = value
+
+    def paths_by_state(self) -> dict[int, Path]:
+        """``id(state) -> path``, for naming states in messages."""
+        return {id(s): p for p, s in self.items()}
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{'.'.join(map(str, p))}: {type(s).__name__}" for p, s in self.items())
+        return f"StateDict({{{inner}}})"
+
+
+def _children(obj: Any) -> Iterator[tuple[Hashable, Any]]:
+    if isinstance(obj, dict):
+        yield from obj.items()
+    elif isinstance(obj, (list, tuple)):
+        yield from enumerate(obj)
+    else:
+        attrs = getattr(obj, "__dict__", None)
+        if attrs is not None:
+            yield from attrs.items()
+
+
+def collect_states(root: Any, *filters: FilterLike) -> StateDict:
+    """Walk ``root``'s object graph and return every State found, keyed by its path.
+
+    Objects are entered through their attributes (definition order), lists and
+    tuples through their indices, dicts through their keys. A state reachable by
+    several paths is reported once, under the first path found. With ``filters``,
+    only the states matched by any of them are returned.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from state_core import State, collect_states
+        >>> shared = State(jnp.zeros(1))
+        >>> tree = {'a': [shared, State(jnp.ones(1))], 'b': shared}
+        >>> list(collect_states(tree))
+        [('a', 0), ('a', 1)]
+    """
+    found = StateDict()
+    seen_states: set[int] = set()
+    visited: set[int] = set()
+
+    def visit(obj: Any, path: Path) -> None:
+        if isinstance(obj, State):
+            if id(obj) not in seen_states:
+                seen_states.add(id(obj))
+                found[path] = obj
+            return
+        if isinstance(obj, _OPAQUE) or id(obj) in visited:
+            return
+        visited.add(id(obj))
+        for key, child in _children(obj):
+            visit(child, path + (key,))
+
+    visit(root, ())
+    return found.filter(*filters) if filters else found
+
+
+def states_of_callable(fun: Callable[..., Any]) -> StateDict:
+    """States reachable from a callable object: a bound method's owner or the object itself.
+
+    Plain functions have no paths to offer and give an empty mapping.
+    """
+    if isinstance(fun, types.MethodType):
+        return collect_states(fun.__self__)
+    if isinstance(fun, (types.FunctionType, types.BuiltinFunctionType)):
+        return StateDict()
+    if hasattr(fun, "__dict__") and not isinstance(fun, type):
+        return collect_states(fun)
+    return StateDict()

@@ -1,0 +1,36 @@
+"""Thread-local bookkeeping shared by states and trace stacks.
+
+JAX traces are per thread, so the stack of active ``StateTraceStack`` objects
+and the strict-mode counter are too.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any
+
+__all__ = ["CTX", "user_call_site"]
+
+
+class _Context(threading.local):
+    def __init__(self) -> None:
+        self.stacks: list[Any] = []  # active StateTraceStack objects, outermost first
+        self.catchers: list[Any] = []  # active catch_new_states blocks
+        self.strict: int = 0  # >0 inside ``strict_state_checks()``
+
+
+CTX = _Context()
+
+_SKIPPED_MODULES = ("state_core", "state_random", "state_transform", "state_nn", "jax", "contextlib")
+
+
+def user_call_site() -> str:
+    """``file:line`` of the innermost frame that is neither ours nor JAX's."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if module.split(".", 1)[0] not in _SKIPPED_MODULES:
+            return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+        frame = frame.f_back
+    return "<unknown location>"

@@ -1,0 +1,314 @@
+"""Predicates over ``(path, state)`` pairs, used to select states by type, tag or path."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Hashable, Tuple, Union
+
+__all__ = [
+    "Filter",
+    "OfType",
+    "WithTag",
+    "PathContains",
+    "Any",
+    "All",
+    "Not",
+    "Everything",
+    "Nothing",
+    "to_predicate",
+    "FilterLike",
+    "Path",
+]
+
+Path = Tuple[Hashable, ...]
+Predicate = Callable[[Path, Any], bool]
+FilterLike = Union["Filter", type, str, Callable[[Path, Any], bool], bool, "ellipsis", None, tuple, list]
+
+
+class Filter:
+    """Base class of the filters: a hashable, comparable predicate ``f(path, state) -> bool``.
+
+    Filters combine with ``&``, ``|`` and ``~``.
+
+    Example:
+        >>> from state_core import ParamState, ShortTermState
+        >>> from state_core.filter import OfType, WithTag
+        >>> f = OfType(ParamState) | WithTag('fast')
+        >>> f((), ParamState(1.0)), f((), ShortTermState(1.0, tag='fast')), f((), ShortTermState(1.0))
+        (True, True, False)
+    """
+
+    __module__ = "state_core.filter"
+
+    def __call__(self, path: Path, state: Any) -> bool:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _key(self) -> tuple:
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and self._key() == other._key()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self._key()))
+
+    def __and__(self, other: FilterLike) -> "All":
+        return All(self, other)
+
+    def __or__(self, other: FilterLike) -> "Any":
+        return Any(self, other)
+
+    def __invert__(self) -> "Not":
+        return Not(self)
+
+
+class OfType(Filter):
+    """Select states that are instances of ``type_`` (subclasses included).
+
+    Example:
+        >>> from state_core import ParamState, State
+        >>> from state_core.filter import OfType
+        >>> OfType(ParamState)
+        OfType(<class 'state_core.ParamState'>)
+        >>> OfType(ParamState)((), ParamState(0.)), OfType(ParamState)((), State(0.))
+        (True, False)
+    """
+
+    def __init__(self, type_: type) -> None:
+        if not isinstance(type_, type):
+            raise TypeError(f"OfType expects a class, got {type_!r} of type {type(type_).__name__}.")
+        self.type = type_
+
+    def __call__(self, path: Path, state: Any) -> bool:
+        return isinstance(state, self.type)
+
+    def _key(self) -> tuple:
+        return (self.type,)
+
+    def __repr__(self) -> str:
+        return f"OfType({self.type!r})"
+
+
+class WithTag(Filter):
+    """Select states that carry ``tag`` (see ``State(tag=...)``).
+
+    Example:
+        >>> from state_core import State
+        >>> from state_core.filter import WithTag
+        >>> WithTag('noise')((), State(0., tag='noise'))
+        True
+    """
+
+    def __init__(self, tag: str) -> None:
+        if not isinstance(tag, str):
+            raise TypeError(f"WithTag expects a str tag, got {type(tag).__name__}.")
+        self.tag = tag
+
+    def __call__(self, path: Path, state: Any) -> bool:
+        return self.tag in getattr(state, "tags", ())
+
+    def _key(self) -> tuple:
+        return (self.tag,)
+
+    def __repr__(self) -> str:
+        return f"WithTag({self.tag!r})"
+
+
+class PathContains(Filter):
+    """Select states whose path (attribute names / indices from the root) contains ``key``.
+
+    Example:
+        >>> from state_core import State
+        >>> from state_core.filter import PathContains
+        >>> PathContains('encoder')(('encoder', 'weight'), State(0.))
+        True
+    """
+
+    def __init__(self, key: Hashable) -> None:
+        self.key = key
+
+    def __call__(self, path: Path, state: Any) -> bool:
+        return self.key in path
+
+    def _key(self) -> tuple:
+        return (self.key,)
+
+    def __repr__(self) -> str:
+        return f"PathContains({self.key!r})"
+
+
+class Any(Filter):  # noqa: A001 - the name mirrors the set-theoretic meaning
+    """Select states matched by at least one of ``filters``.
+
+    Example:
+        >>> from state_core import ParamState, HiddenState, State
+        >>> from state_core.filter import Any
+        >>> f = Any(ParamState, HiddenState)
+        >>> f((), HiddenState(0.)), f((), State(0.))
+        (True, False)
+    """
+
+    def __init__(self, *filters: FilterLike) -> None:
+        self.filters = tuple(to_predicate(f) for f in filters)
+
+    def __call__(self, path: Path, state: Any) -> bool:
+        return any(f(path, state) for f in self.filters)
+
+    def _key(self) -> tuple:
+        return self.filters
+
+    def __repr__(self) -> str:
+        return f"Any({', '.join(map(repr, self.filters))})"
+
+
+class All(Filter):
+    """Select states matched by every one of ``filters``.
+
+    Example:
+        >>> from state_core import ParamState
+        >>> from state_core.filter import All, WithTag
+        >>> All(ParamState, WithTag('frozen'))((), ParamState(0., tag='frozen'))
+        True
+    """
+
+    def __init__(self, *filters: FilterLike) -> None:
+        self.filters = tuple(to_predicate(f) for f in filters)
+
+    def __call__(self, path: Path, state: Any) -> bool:
+        return all(f(path, state) for f in self.filters)
+
+    def _key(self) -> tuple:
+        return self.filters
+
+    def __repr__(self) -> str:
+        return f"All({', '.join(map(repr, self.filters))})"
+
+
+class Not(Filter):
+    """Select states that ``filter`` does not match.
+
+    Example:
+        >>> from state_core import ParamState, State
+        >>> from state_core.filter import Not
+        >>> Not(ParamState)((), State(0.))
+        True
+    """
+
+    def __init__(self, filter: FilterLike) -> None:  # noqa: A002 - public keyword name
+        self.filter = to_predicate(filter)
+
+    def __call__(self, path: Path, state: Any) -> bool:
+        return not self.filter(path, state)
+
+    def _key(self) -> tuple:
+        return (self.filter,)
+
+    def __repr__(self) -> str:
+        return f"Not({self.filter!r})"
+
+
+class Everything(Filter):
+    """Select every state.
+
+    Example:
+        >>> from state_core import State
+        >>> from state_core.filter import Everything
+        >>> Everything()((), State(0.))
+        True
+    """
+
+    def __call__(self, path: Path, state: Any) -> bool:
+        return True
+
+    def _key(self) -> tuple:
+        return ()
+
+    def __repr__(self) -> str:
+        return "Everything()"
+
+
+class Nothing(Filter):
+    """Select no state.
+
+    Example:
+        >>> from state_core import State
+        >>> from state_core.filter import Nothing
+        >>> Nothing()((), State(0.))
+        False
+    """
+
+    def __call__(self, path: Path, state: Any) -> bool:
+        return False
+
+    def _key(self) -> tuple:
+        return ()
+
+    def __repr__(self) -> str:
+        return "Nothing()"
+
+
+class _Callable(Filter):
+    """Wraps a user predicate so it compares and hashes by identity."""
+
+    def __init__(self, fn: Callable[[Path, Any], bool]) -> None:
+        self.fn = fn
+
+    def __call__(self, path: Path, state: Any) -> bool:
+        return bool(self.fn(path, state))
+
+    def _key(self) -> tuple:
+        return (self.fn,)
+
+    def __repr__(self) -> str:
+        return repr(self.fn)
+
+
+class _SameState(Filter):
+    """Selects exactly one state object."""
+
+    def __init__(self, state: Any) -> None:
+        self.state = state
+
+    def __call__(self, path: Path, state: Any) -> bool:
+        return state is self.state
+
+    def _key(self) -> tuple:
+        return (id(self.state),)
+
+    def __repr__(self) -> str:
+        return f"SameState({self.state.describe()})"
+
+
+def to_predicate(filter: FilterLike) -> Filter:  # noqa: A002 - public keyword name
+    """Turn anything filter-like into a ``Filter``.
+
+    * a ``Filter`` -> itself; a class -> ``OfType``; a ``str`` -> ``WithTag``;
+    * ``True`` or ``...`` -> ``Everything()``; ``False`` or ``None`` -> ``Nothing()``;
+    * a tuple or list -> ``Any`` of its items; a State object -> that state only; any other callable ``f(path, state)`` -> itself.
+
+    Example:
+        >>> from state_core import ParamState
+        >>> from state_core.filter import to_predicate
+        >>> to_predicate(ParamState), to_predicate('noise'), to_predicate(...), to_predicate(None)
+        (OfType(<class 'state_core.ParamState'>), WithTag('noise'), Everything(), Nothing())
+    """
+    if isinstance(filter, Filter):
+        return filter
+    if isinstance(filter, type):
+        return OfType(filter)
+    if isinstance(filter, str):
+        return WithTag(filter)
+    if filter is True or filter is Ellipsis:
+        return Everything()
+    if filter is False or filter is None:
+        return Nothing()
+    if isinstance(filter, (tuple, list)):
+        return Any(*filter)
+    if hasattr(filter, "restore_value") and hasattr(filter, "describe"):  # a State instance
+        return _SameState(filter)
+    if callable(filter):
+        return _Callable(filter)
+    raise TypeError(
+        f"Cannot use {filter!r} (of type {type(filter).__name__}) as a state filter. Use a "
+        "State class, a tag string, a callable f(path, state), True/..., False/None, or a "
+        "tuple of those."
+    )

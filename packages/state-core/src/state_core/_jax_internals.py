@@ -1,0 +1,48 @@
+"""The only place where state-core touches JAX internals.
+
+A state read for the first time inside a trace must become a *new input* of the
+jaxpr being built, so that the user's function runs exactly once per call
+signature and sees a real tracer (not a frozen constant).  JAX has no public
+API for adding an input to a trace that is already running; the two calls below
+use the trace object that ``jax.extend.core.take_current_trace`` hands out.
+``tests/test_jax_internals.py`` pins this behaviour so a JAX upgrade that breaks
+it fails loudly in one place.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.extend.core as jex_core
+
+try:  # the location has been stable since the "stackless" rewrite of JAX (0.4.36)
+    from jax._src import source_info_util as _source_info_util
+except ImportError:  # pragma: no cover - exercised only on an incompatible JAX
+    _source_info_util = None
+
+__all__ = ["current_trace", "new_trace_input", "is_tracer"]
+
+_Tracer = jax.core.Tracer
+
+
+def current_trace() -> Any:
+    """Return the JAX trace that is active right now (the eval trace when eager)."""
+    with jex_core.take_current_trace() as trace:
+        return trace
+
+
+def new_trace_input(trace: Any, aval: Any) -> Any:
+    """Create a fresh input tracer of ``aval`` on ``trace`` (a jaxpr-building trace)."""
+    new_arg = getattr(trace, "new_arg", None)
+    if new_arg is None or _source_info_util is None:
+        raise RuntimeError(
+            "This version of JAX does not let state-core add inputs to a running trace "
+            f"(JAX {jax.__version__}); please report it together with your JAX version."
+        )
+    return new_arg(aval, _source_info_util.current())
+
+
+def is_tracer(x: Any) -> bool:
+    """True when ``x`` is a JAX tracer (a value that only exists inside a transformation)."""
+    return isinstance(x, _Tracer)

@@ -1,0 +1,498 @@
+"""``StatefulFunction``: the one tracing engine behind every state-aware transformation."""
+
+from __future__ import annotations
+
+import operator
+from typing import Any, Callable, Hashable, Iterable, Sequence
+
+import jax
+import jax.extend.core as jex_core
+import numpy as np
+
+from ._context import CTX
+from ._jax_internals import current_trace, is_tracer, new_trace_input
+from ._state import State, StateLeakError, check_not_state
+from ._trace import StateTraceStack
+
+__all__ = ["StatefulFunction", "TracedCall", "leaf_signature"]
+
+_ArrayImpl = type(jax.numpy.zeros(()))
+_PY_SCALARS = (int, float, complex, bool)
+
+
+class _StaleTrace(Exception):
+    """Raised inside a compiled call when a state's shape/dtype no longer matches the trace."""
+
+
+def leaf_signature(x: Any) -> Hashable:
+    """A cheap hashable description of an argument leaf: shape, dtype and weak type.
+
+    Python scalars are described by their type alone (JAX treats them as weakly typed).
+    """
+    if type(x) is _ArrayImpl:
+        return (x.shape, x.dtype, x.weak_type)
+    t = type(x)
+    if t in _PY_SCALARS:
+        return t
+    if isinstance(x, (np.ndarray, np.generic)):
+        return (x.shape, x.dtype, False)
+    aval = jax.typeof(x)  # tracers and other jax values; raises TypeError for the rest
+    return (aval.shape, aval.dtype, aval.weak_type)
+
+
+def _aval_of(x: Any) -> Any:
+    aval = jax.typeof(x)
+    return jax.core.ShapedArray(aval.shape, aval.dtype, weak_type=aval.weak_type)
+
+
+def _normalize_argnums(argnums: int | Iterable[int] | None, what: str) -> tuple[int, ...]:
+    if argnums is None:
+        return ()
+    if isinstance(argnums, int):
+        return (argnums,)
+    try:
+        result = tuple(operator.index(a) for a in argnums)
+    except TypeError:
+        raise TypeError(f"{what} must be an int or a sequence of ints, got {argnums!r}.") from None
+    return result
+
+
+def _normalize_argnames(argnames: str | Iterable[str] | None) -> tuple[str, ...]:
+    if argnames is None:
+        return ()
+    if isinstance(argnames, str):
+        return (argnames,)
+    return tuple(argnames)
+
+
+class TracedCall:
+    """Everything known about one traced call signature of a ``StatefulFunction``.
+
+    Attributes:
+        closed_jaxpr: ``(state leaves..., dynamic arg leaves...) -> (output leaves...,
+            written state leaves...)``.
+        in_states: states whose values are inputs (read before any write), in read order.
+        out_states: states that were written, in first-access order.
+        states: every state accessed, in first-access order.
+        out_treedef: the structure of the function's return value.
+        out_shapes: ``jax.ShapeDtypeStruct`` tree of the return value.
+    """
+
+    __slots__ = (
+        "key",
+        "closed_jaxpr",
+        "in_states",
+        "in_state_avals",
+        "out_states",
+        "states",
+        "read_only_states",
+        "out_treedef",
+        "out_shapes",
+        "n_out_leaves",
+        "n_in_state_leaves",
+        "dyn_treedef",
+        "cacheable",
+        "compiled",
+        "extra",
+    )
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.compiled: Callable[..., Any] | None = None
+        self.extra: dict[str, Any] = {}
+        for name, value in kwargs.items():
+            setattr(self, name, value)
+
+
+class StatefulFunction:
+    """Trace a function that reads and writes States into a pure, cached program.
+
+    For every new call signature (the structure, shapes and dtypes of the dynamic
+    arguments plus the values of the static ones) the user function runs exactly
+    once, under a trace. The states it reads become inputs of the traced jaxpr and
+    the states it writes become outputs, so the program is
+    ``(state values in, dynamic args) -> (outputs, written state values)``. Calling
+    the ``StatefulFunction`` runs that program compiled with ``jax.jit`` and writes
+    the new values back into the states. Tracing never changes a state's value.
+
+    Args:
+        fun: the function to trace; it may read and write ``State.value``.
+        static_argnums: positional arguments treated as compile-time constants
+            (must be hashable).
+        static_argnames: keyword arguments treated as compile-time constants.
+        name: a label for reprs and messages.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from state_core import State, StatefulFunction
+        >>> counter = State(jnp.zeros(()), name='counter')
+        >>> def step(x):
+        ...     counter.value = counter.value + x
+        ...     return counter.value * 2
+        >>> f = StatefulFunction(step)
+        >>> f(1.0), f(2.0)
+        (Array(2., dtype=float32), Array(6., dtype=float32))
+        >>> counter.value
+        Array(3., dtype=float32)
+        >>> [s.name for s in f.get_write_states()]
+        ['counter']
+    """
+
+    def __init__(
+        self,
+        fun: Callable[..., Any],
+        static_argnums: int | Iterable[int] = (),
+        static_argnames: str | Iterable[str] = (),
+        *,
+        name: str | None = None,
+    ) -> None:
+        if not callable(fun):
+            raise TypeError(f"StatefulFunction expects a callable, got {type(fun).__name__}.")
+        self.fun = fun
+        self.static_argnums = _normalize_argnums(static_argnums, "static_argnums")
+        self.static_argnames = _normalize_argnames(static_argnames)
+        self.name = name or getattr(fun, "__name__", type(fun).__name__)
+        self._cache: dict[Hashable, TracedCall] = {}
+        self._last: TracedCall | None = None
+
+    # ------------------------------------------------------------------ signatures
+    def _split_args(
+        self, args: tuple, kwargs: dict
+    ) -> tuple[tuple, dict, tuple, tuple]:
+        if self.static_argnums:
+            n = len(args)
+            static_pos = set()
+            for i in self.static_argnums:
+                j = i + n if i < 0 else i
+                if not 0 <= j < n:
+                    raise ValueError(
+                        f"static_argnums contains {i}, but {self.name} was called with only "
+                        f"{n} positional argument(s); pass that argument positionally."
+                    )
+                static_pos.add(j)
+            dyn_args = tuple(a for i, a in enumerate(args) if i not in static_pos)
+            static_args = tuple((i, args[i]) for i in sorted(static_pos))
+        else:
+            dyn_args, static_args = args, ()
+        if self.static_argnames and kwargs:
+            dyn_kwargs = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
+            static_kwargs = tuple(sorted((k, v) for k, v in kwargs.items() if k in self.static_argnames))
+        else:
+            dyn_kwargs, static_kwargs = kwargs, ()
+        return dyn_args, dyn_kwargs, static_args, static_kwargs
+
+    def _signature(self, args: tuple, kwargs: dict) -> tuple[Hashable, list, Any, tuple, tuple, tuple, dict]:
+        dyn_args, dyn_kwargs, static_args, static_kwargs = self._split_args(args, kwargs)
+        leaves, treedef = jax.tree.flatten((dyn_args, dyn_kwargs))
+        try:
+            sig = tuple(map(leaf_signature, leaves))
+        except TypeError:
+            self._raise_bad_leaf(dyn_args, dyn_kwargs)
+            raise
+        key = (len(args), static_args, static_kwargs, treedef, sig)
+        try:
+            hash(key)
+        except TypeError:
+            for i, value in static_args + static_kwargs:
+                try:
+                    hash(value)
+                except TypeError:
+                    raise TypeError(
+                        f"Static argument {i!r} of {self.name} must be hashable, got a "
+                        f"{type(value).__name__}; pass it as a tuple or make it a dynamic argument."
+                    ) from None
+            raise
+        return key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs
+
+    def _raise_bad_leaf(self, dyn_args: tuple, dyn_kwargs: dict) -> None:
+        check_not_state((dyn_args, dyn_kwargs), f"An argument of {self.name}: args")
+        for path, leaf in jax.tree.leaves_with_path((dyn_args, dyn_kwargs)):
+            try:
+                leaf_signature(leaf)
+            except TypeError:
+                where = jax.tree_util.keystr(path)
+                raise TypeError(
+                    f"Argument (args, kwargs){where} of {self.name} is a {type(leaf).__name__}, "
+                    "which JAX cannot trace. Pass arrays or numbers, or mark the argument "
+                    "static with static_argnums / static_argnames."
+                ) from None
+
+    def get_arg_cache_key(self, *args: Any, **kwargs: Any) -> Hashable:
+        """The cache key of a call with these arguments (see ``get_jaxpr_by_cache``)."""
+        return self._signature(args, kwargs)[0]
+
+    # ------------------------------------------------------------------ hooks for subclasses
+    def _abstract_inputs(self, dyn_args: tuple, dyn_kwargs: dict, leaves: list) -> list:
+        """The abstract values the user function is traced with (one per dynamic leaf)."""
+        return [_aval_of(x) for x in leaves]
+
+    def _state_input_avals(self, state: State, value: Any) -> Any:
+        """The abstract value the traced code sees when it first reads ``state``."""
+        return jax.tree.map(_aval_of, value)
+
+    def _after_trace(self, entry: TracedCall, dyn_args: tuple, dyn_kwargs: dict) -> None:
+        """Called once per new signature, after tracing, before compiling."""
+
+    def _compile(self, entry: TracedCall) -> Callable[..., Any]:
+        """Build the callable ``(state_values, dyn_leaves) -> (out, new_state_values)``."""
+        return jax.jit(self._pure_function(entry))
+
+    # ------------------------------------------------------------------ tracing
+    def _rebuild_args(
+        self, leaves: Sequence[Any], treedef: Any, static_args: tuple, static_kwargs: tuple, n_args: int
+    ) -> tuple[tuple, dict]:
+        dyn_args, dyn_kwargs = jax.tree.unflatten(treedef, leaves)
+        if static_args:
+            merged: list[Any] = []
+            statics = dict(static_args)
+            it = iter(dyn_args)
+            for i in range(n_args):
+                merged.append(statics[i] if i in statics else next(it))
+            args = tuple(merged)
+        else:
+            args = tuple(dyn_args)
+        kwargs = dict(dyn_kwargs)
+        kwargs.update(static_kwargs)
+        return args, kwargs
+
+    def _trace(
+        self,
+        key: Hashable,
+        leaves: list,
+        treedef: Any,
+        static_args: tuple,
+        static_kwargs: tuple,
+        dyn_args: tuple,
+        dyn_kwargs: dict,
+    ) -> TracedCall:
+        abstract = self._abstract_inputs(dyn_args, dyn_kwargs, leaves)
+        n_args = key[0]
+        in_states: list[State] = []
+        in_state_avals: list[Any] = []
+        box: dict[str, Any] = {}
+
+        def first_read(state: State) -> Any:
+            value = state._value
+            avals = self._state_input_avals(state, value)
+            aval_leaves, aval_def = jax.tree.flatten(avals)
+            tracers = [new_trace_input(box["trace"], a) for a in aval_leaves]
+            in_states.append(state)
+            in_state_avals.append(tuple(leaf_signature(x) for x in jax.tree.leaves(value)))
+            return jax.tree.unflatten(aval_def, tracers)
+
+        def traced(*flat: Any) -> Any:
+            box["trace"] = current_trace()
+            args, kwargs = self._rebuild_args(flat, treedef, static_args, static_kwargs, n_args)
+            stack = StateTraceStack(self.name)
+            stack._first_read_hook = first_read
+            stack._is_jaxpr_trace = True
+            try:
+                with stack:
+                    out = self.fun(*args, **kwargs)
+                written = stack.get_write_states()
+                written_values = [s._value for s in written]
+            finally:
+                stack.restore_original_values()
+            check_not_state(out, f"The return value of {self.name}")
+            box["stack"] = stack
+            box["written"] = written
+            return out, written_values
+
+        closed, shapes = jax.make_jaxpr(traced, return_shape=True)(*abstract)
+        stack: StateTraceStack = box["stack"]
+        jaxpr = closed.jaxpr
+        n_dyn = len(abstract)
+        # Put state inputs first: (state values, dynamic args) is the documented order.
+        jaxpr = jex_core.Jaxpr(
+            jaxpr.constvars,
+            list(jaxpr.invars[n_dyn:]) + list(jaxpr.invars[:n_dyn]),
+            jaxpr.outvars,
+            jaxpr.eqns,
+            jaxpr.effects,
+        )
+        closed = jex_core.ClosedJaxpr(jaxpr, closed.consts)
+        out_shapes, _ = shapes
+        written: list[State] = box["written"]
+        entry = TracedCall(
+            key=key,
+            closed_jaxpr=closed,
+            in_states=in_states,
+            in_state_avals=in_state_avals,
+            out_states=written,
+            states=list(stack.states),
+            read_only_states=stack.get_read_states(),
+            out_treedef=jax.tree.structure(out_shapes),
+            out_shapes=out_shapes,
+            n_out_leaves=len(jax.tree.leaves(out_shapes)),
+            n_in_state_leaves=sum(len(a) for a in in_state_avals),
+            dyn_treedef=treedef,
+            cacheable=not any(is_tracer(c) for c in closed.consts),
+        )
+        return entry
+
+    def _lookup(self, args: tuple, kwargs: dict) -> tuple[TracedCall, list]:
+        key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs = self._signature(args, kwargs)
+        entry = self._cache.get(key)
+        if entry is None:
+            entry = self._trace(key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs)
+            self._after_trace(entry, dyn_args, dyn_kwargs)
+            entry.compiled = self._compile(entry)
+            if entry.cacheable:
+                self._cache[key] = entry
+            self._last = entry
+        return entry, leaves
+
+    # ------------------------------------------------------------------ pure program
+    def _pure_function(self, entry: TracedCall) -> Callable[..., Any]:
+        """``(state_values, dyn_leaves) -> (out, [new state values])`` evaluating the jaxpr."""
+        run = jex_core.jaxpr_as_fun(entry.closed_jaxpr)
+        n_out = entry.n_out_leaves
+        out_treedef = entry.out_treedef
+        out_defs = [jax.tree.structure(s._value) for s in entry.out_states]
+        expected = entry.in_state_avals
+
+        def pure(state_values: list, dyn_leaves: list) -> tuple[Any, list]:
+            state_leaves = check_state_avals(entry, state_values, expected)
+            flat = run(*state_leaves, *dyn_leaves)
+            out = jax.tree.unflatten(out_treedef, flat[:n_out])
+            return out, unflatten_states(out_defs, flat[n_out:])
+
+        return pure
+
+    # ------------------------------------------------------------------ calling
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        entry, leaves = self._lookup(args, kwargs)
+        try:
+            out, new_values = entry.compiled(read_state_values(entry.in_states), leaves)
+        except _StaleTrace:
+            self._cache.pop(entry.key, None)
+            entry, leaves = self._lookup(args, kwargs)
+            out, new_values = entry.compiled(read_state_values(entry.in_states), leaves)
+        write_state_values(entry.out_states, new_values, self.name)
+        return out
+
+    def jaxpr_call(self, state_values: Sequence[Any], *args: Any, **kwargs: Any) -> tuple[list, Any]:
+        """Evaluate the traced program for these arguments without touching any state.
+
+        Args:
+            state_values: values for ``get_read_states()``-in-read-order, i.e. the
+                input states of this signature (see ``TracedCall.in_states``).
+
+        Returns:
+            ``(new values of the written states, output)``.
+        """
+        entry, leaves = self._lookup(args, kwargs)
+        out, new_values = self._pure_function(entry)(list(state_values), leaves)
+        return new_values, out
+
+    def make_jaxpr(self, *args: Any, **kwargs: Any) -> Any:
+        """Trace (if needed) for these arguments and return the closed jaxpr."""
+        return self._lookup(args, kwargs)[0].closed_jaxpr
+
+    # ------------------------------------------------------------------ introspection
+    def _entry(self, key: Hashable | None) -> TracedCall:
+        if key is None:
+            if self._last is None:
+                raise ValueError(
+                    f"{self.name} has not been traced yet: call it (or make_jaxpr) with example "
+                    "arguments first."
+                )
+            return self._last
+        try:
+            return self._cache[key]
+        except KeyError:
+            raise ValueError(
+                f"{self.name} has no traced program for this cache key; call it with those "
+                "arguments first (keys come from get_arg_cache_key)."
+            ) from None
+
+    def get_jaxpr_by_cache(self, key: Hashable) -> Any:
+        """The closed jaxpr traced for ``key`` (from ``get_arg_cache_key``)."""
+        return self._entry(key).closed_jaxpr
+
+    def get_traced_call(self, key: Hashable | None = None) -> TracedCall:
+        """The ``TracedCall`` record for ``key`` (default: the latest trace)."""
+        return self._entry(key)
+
+    def get_states(self, key: Hashable | None = None) -> list[State]:
+        """Every state the function accessed, in first-access order."""
+        return list(self._entry(key).states)
+
+    def get_read_states(self, key: Hashable | None = None) -> list[State]:
+        """States the function read but never wrote."""
+        return list(self._entry(key).read_only_states)
+
+    def get_write_states(self, key: Hashable | None = None) -> list[State]:
+        """States the function wrote."""
+        return list(self._entry(key).out_states)
+
+    def get_out_shapes(self, key: Hashable | None = None) -> Any:
+        """``jax.ShapeDtypeStruct`` tree of the function's output."""
+        return self._entry(key).out_shapes
+
+    def clear_cache(self) -> None:
+        """Forget every traced signature."""
+        self._cache.clear()
+        self._last = None
+
+    def __repr__(self) -> str:
+        return f"StatefulFunction({self.name}, {len(self._cache)} cached signature(s))"
+
+
+# ---------------------------------------------------------------------- shared helpers
+def check_state_avals(entry: TracedCall, state_values: Sequence[Any], expected: Sequence[tuple]) -> list:
+    """Flatten ``state_values``; raise ``_StaleTrace`` if they differ from the traced avals.
+
+    Runs only while JAX traces the compiled program, i.e. when JAX itself saw new
+    avals, so the check costs nothing on a cache hit.
+    """
+    leaves: list[Any] = []
+    for value, avals in zip(state_values, expected):
+        value_leaves = jax.tree.leaves(value)
+        if tuple(leaf_signature(x) for x in value_leaves) != avals:
+            raise _StaleTrace()
+        leaves.extend(value_leaves)
+    return leaves
+
+
+def unflatten_states(defs: Sequence[Any], flat: Sequence[Any]) -> list:
+    """Split a flat list of leaves into one pytree per treedef."""
+    values = []
+    i = 0
+    for treedef in defs:
+        n = treedef.num_leaves
+        values.append(jax.tree.unflatten(treedef, flat[i : i + n]))
+        i += n
+    return values
+
+
+def read_state_values(states: Sequence[State]) -> list:
+    """Current values of ``states``, recording the reads on any active trace stack."""
+    if CTX.stacks:
+        return [s.value for s in states]
+    return [s._value for s in states]
+
+
+def write_state_values(states: Sequence[State], values: Sequence[Any], who: str) -> None:
+    """Write results back into states, recording the writes on any active trace stack."""
+    if not states:
+        return
+    stacks = CTX.stacks
+    if not stacks:
+        probe = values[0]
+        if not is_tracer(probe):
+            probe_leaves = jax.tree.leaves(probe)
+            probe = probe_leaves[0] if probe_leaves else None
+        if is_tracer(probe):
+            raise StateLeakError(
+                f"{who} writes {states[0].describe()} but was called inside a JAX transformation "
+                "that is not state-aware (such as jax.jit, jax.vmap or jax.grad), so the new "
+                "value would leak out as a tracer. Use state_transform.jit / vmap2 / grad for "
+                "the outer transformation, or do not write states in this function."
+            )
+        for state, value in zip(states, values):
+            state._value = value
+        return
+    for state, value in zip(states, values):
+        for stack in stacks[state._level :]:
+            stack._on_write(state)
+        state.restore_value(value)
