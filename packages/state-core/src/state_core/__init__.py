@@ -29,7 +29,10 @@ from ._state import (
     strict_state_checks,
 )
 from ._stateful_function import (
+    StaleTraceError,
     StatefulFunction,
+    check_state_avals,
+    unflatten_states,
     TracedCall,
     leaf_signature,
     read_state_values,
@@ -53,6 +56,9 @@ __all__ = [
     "NewStateCatcher",
     "StatefulFunction",
     "TracedCall",
+    "StaleTraceError",
+    "check_state_avals",
+    "unflatten_states",
     "leaf_signature",
     "read_state_values",
     "write_state_values",

@@ -14,14 +14,26 @@ from ._jax_internals import current_trace, is_tracer, new_trace_input
 from ._state import State, StateLeakError, check_not_state
 from ._trace import StateTraceStack
 
-__all__ = ["StatefulFunction", "TracedCall", "leaf_signature"]
+__all__ = [
+    "StatefulFunction",
+    "TracedCall",
+    "StaleTraceError",
+    "leaf_signature",
+    "check_state_avals",
+    "unflatten_states",
+    "read_state_values",
+    "write_state_values",
+]
 
 _ArrayImpl = type(jax.numpy.zeros(()))
 _PY_SCALARS = (int, float, complex, bool)
 
 
-class _StaleTrace(Exception):
-    """Raised inside a compiled call when a state's shape/dtype no longer matches the trace."""
+class StaleTraceError(Exception):
+    """Raised while JAX re-traces a compiled program whose states changed shape or dtype.
+
+    Engines catch it, forget the cached trace and trace the user function again.
+    """
 
 
 def leaf_signature(x: Any) -> Hashable:
@@ -229,11 +241,15 @@ class StatefulFunction:
         """The abstract value the traced code sees when it first reads ``state``."""
         return jax.tree.map(_aval_of, value)
 
+    def _axis_env(self) -> list[tuple[Any, int]] | None:
+        """Named axes (``(name, size)`` pairs) bound while tracing; used by mapping engines."""
+        return None
+
     def _after_trace(self, entry: TracedCall, dyn_args: tuple, dyn_kwargs: dict) -> None:
         """Called once per new signature, after tracing, before compiling."""
 
     def _compile(self, entry: TracedCall) -> Callable[..., Any]:
-        """Build the callable ``(state_values, dyn_leaves) -> (out, new_state_values)``."""
+        """Build the callable ``(state_values, *dyn_leaves) -> (out, new_state_values)``."""
         return jax.jit(self._pure_function(entry))
 
     # ------------------------------------------------------------------ tracing
@@ -297,7 +313,11 @@ class StatefulFunction:
             box["written"] = written
             return out, written_values
 
-        closed, shapes = jax.make_jaxpr(traced, return_shape=True)(*abstract)
+        axis_env = self._axis_env()
+        if axis_env:
+            closed, shapes = jax.make_jaxpr(traced, return_shape=True, axis_env=axis_env)(*abstract)
+        else:
+            closed, shapes = jax.make_jaxpr(traced, return_shape=True)(*abstract)
         stack: StateTraceStack = box["stack"]
         jaxpr = closed.jaxpr
         n_dyn = len(abstract)
@@ -350,7 +370,7 @@ class StatefulFunction:
         out_defs = [jax.tree.structure(s._value) for s in entry.out_states]
         expected = entry.in_state_avals
 
-        def pure(state_values: list, dyn_leaves: list) -> tuple[Any, list]:
+        def pure(state_values: list, *dyn_leaves: Any) -> tuple[Any, list]:
             state_leaves = check_state_avals(entry, state_values, expected)
             flat = run(*state_leaves, *dyn_leaves)
             out = jax.tree.unflatten(out_treedef, flat[:n_out])
@@ -362,11 +382,11 @@ class StatefulFunction:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         entry, leaves = self._lookup(args, kwargs)
         try:
-            out, new_values = entry.compiled(read_state_values(entry.in_states), leaves)
-        except _StaleTrace:
+            out, new_values = entry.compiled(read_state_values(entry.in_states), *leaves)
+        except StaleTraceError:
             self._cache.pop(entry.key, None)
             entry, leaves = self._lookup(args, kwargs)
-            out, new_values = entry.compiled(read_state_values(entry.in_states), leaves)
+            out, new_values = entry.compiled(read_state_values(entry.in_states), *leaves)
         write_state_values(entry.out_states, new_values, self.name)
         return out
 
@@ -381,7 +401,7 @@ class StatefulFunction:
             ``(new values of the written states, output)``.
         """
         entry, leaves = self._lookup(args, kwargs)
-        out, new_values = self._pure_function(entry)(list(state_values), leaves)
+        out, new_values = self._pure_function(entry)(list(state_values), *leaves)
         return new_values, out
 
     def make_jaxpr(self, *args: Any, **kwargs: Any) -> Any:
@@ -449,7 +469,7 @@ def check_state_avals(entry: TracedCall, state_values: Sequence[Any], expected: 
     for value, avals in zip(state_values, expected):
         value_leaves = jax.tree.leaves(value)
         if tuple(leaf_signature(x) for x in value_leaves) != avals:
-            raise _StaleTrace()
+            raise StaleTraceError()
         leaves.extend(value_leaves)
     return leaves
 

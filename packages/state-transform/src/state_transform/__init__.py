@@ -1,0 +1,41 @@
+"""state-transform: state-aware ``vmap2``, ``pmap2``, ``shard_map``, ``jit`` and ``grad``.
+
+Every transformation here traces the user function once per call signature with
+``state_core.StatefulFunction``, caches the compiled program, and on later calls
+only gathers state values, runs the program and writes the results back.
+
+Example:
+    >>> import jax.numpy as jnp
+    >>> from state_core import ShortTermState
+    >>> from state_core.filter import OfType
+    >>> from state_transform import vmap2
+    >>> count = ShortTermState(jnp.zeros(4))
+    >>> def bump(delta):
+    ...     count.value = count.value + delta
+    ...     return count.value
+    >>> step = vmap2(bump, state_in_axes={0: OfType(ShortTermState)},
+    ...              state_out_axes={0: OfType(ShortTermState)})
+    >>> step(jnp.array([1., 2., 3., 4.]))
+    Array([1., 2., 3., 4.], dtype=float32)
+"""
+
+from .__about__ import __version__
+from ._grad import GradFunction, grad
+from ._jit import JittedFunction, jit
+from ._mapping import StatefulMapping
+from ._new_states import pmap2_new_states, vmap2_new_states
+from ._pmap import pmap2
+from ._vmap import vmap2
+
+__all__ = [
+    "__version__",
+    "StatefulMapping",
+    "vmap2",
+    "pmap2",
+    "vmap2_new_states",
+    "pmap2_new_states",
+    "jit",
+    "JittedFunction",
+    "grad",
+    "GradFunction",
+]

@@ -1,0 +1,134 @@
+"""Normalising and checking mapping axes for arguments and states."""
+
+from __future__ import annotations
+
+import operator
+from typing import Any, Dict, Sequence
+
+import jax
+from state_core.filter import Filter, FilterLike, to_predicate
+
+__all__ = [
+    "normalize_state_axes",
+    "leaf_in_axes",
+    "check_axis",
+    "remove_axis",
+    "format_sizes",
+]
+
+StateAxes = Dict[Any, Filter]
+
+
+def _check_axis_key(axis: Any, what: str) -> Any:
+    if axis is None:
+        return None
+    try:
+        return operator.index(axis)
+    except TypeError:
+        raise ValueError(
+            f"{what} keys must be ints (the mapped axis) or None (not mapped), got {axis!r}."
+        ) from None
+
+
+def normalize_state_axes(spec: Any, what: str) -> StateAxes:
+    """``None`` -> ``{}``; ``{axis: filter}`` -> ``{axis: Filter}``; a bare filter -> ``{0: Filter}``."""
+    if spec is None:
+        return {}
+    if isinstance(spec, dict):
+        return {_check_axis_key(k, what): to_predicate(v) for k, v in spec.items()}
+    try:
+        return {0: to_predicate(spec)}
+    except TypeError:
+        raise TypeError(
+            f"{what} must be None, a dict {{axis: filter}}, a filter, a State or a list of "
+            f"States; got {spec!r}."
+        ) from None
+
+
+def _per_arg_axes(in_axes: Any, num_args: int) -> tuple:
+    if isinstance(in_axes, list):
+        in_axes = tuple(in_axes)
+    if isinstance(in_axes, tuple):
+        if len(in_axes) != num_args:
+            raise ValueError(
+                f"in_axes has {len(in_axes)} entries but the function was called with "
+                f"{num_args} positional argument(s); give one entry per positional argument "
+                "(None for a broadcast argument) or a single int/None for all of them."
+            )
+        return in_axes
+    if in_axes is None or isinstance(in_axes, int):
+        return (in_axes,) * num_args
+    if isinstance(in_axes, dict):
+        raise ValueError(
+            "in_axes must be an int, None or a tuple with one entry per positional argument; "
+            "a dict is only allowed inside that tuple, as the spec of a dict argument."
+        )
+    raise ValueError(f"in_axes must be an int, None or a tuple, got {in_axes!r}.")
+
+
+def check_axis(axis: Any, ndim: int, where: str, shape: tuple) -> int | None:
+    """Validate an axis for a value of ``ndim`` dimensions; return it non-negative."""
+    if axis is None:
+        return None
+    if not isinstance(axis, int) or isinstance(axis, bool):
+        raise ValueError(f"The mapped axis of {where} must be an int or None, got {axis!r}.")
+    if not -ndim <= axis < ndim:
+        raise ValueError(
+            f"Cannot map {where} over axis {axis}: it has shape {shape} ({ndim} dimension(s)). "
+            "Use an axis within range, or None to broadcast it."
+        )
+    return axis % ndim
+
+
+def leaf_in_axes(
+    in_axes: Any,
+    args: Sequence[Any],
+    kwargs: dict,
+    static_positions: frozenset[int],
+) -> tuple[list, list[str], list[int | None]]:
+    """One axis, one label and one positional index (None for keywords) per dynamic leaf.
+
+    ``args`` holds every positional argument (statics included) so that a tuple
+    ``in_axes`` lines up with the call; keyword arguments are mapped over axis 0,
+    as in ``jax.vmap``.
+    """
+    per_arg = _per_arg_axes(in_axes, len(args))
+    axes: list = []
+    labels: list[str] = []
+    positions: list[int | None] = []
+    for i, (arg, prefix) in enumerate(zip(args, per_arg)):
+        if i in static_positions:
+            continue
+        try:
+            pairs: list = []
+            jax.tree.map(
+                lambda ax, sub: pairs.append((ax, sub)), prefix, arg, is_leaf=lambda x: x is None
+            )
+        except ValueError as err:
+            raise ValueError(
+                f"in_axes entry {prefix!r} for positional argument {i} does not match the "
+                f"argument's structure: {err}"
+            ) from None
+        for ax, sub in pairs:
+            for path, leaf in jax.tree.leaves_with_path(sub):
+                labels.append(f"argument {i}{jax.tree_util.keystr(path)}")
+                axes.append(ax)
+                positions.append(i)
+    for name, value in kwargs.items():
+        for path, leaf in jax.tree.leaves_with_path(value):
+            labels.append(f"keyword argument '{name}'{jax.tree_util.keystr(path)}")
+            axes.append(0)
+            positions.append(None)
+    return axes, labels, positions
+
+
+def remove_axis(aval: Any, axis: int | None) -> Any:
+    """The per-lane aval of ``aval`` mapped over ``axis``."""
+    if axis is None:
+        return aval
+    shape = aval.shape[:axis] + aval.shape[axis + 1 :]
+    return jax.core.ShapedArray(shape, aval.dtype, weak_type=aval.weak_type)
+
+
+def format_sizes(sizes: Sequence[tuple[int, str]]) -> str:
+    return "; ".join(f"{where}: {size}" for size, where in sizes)

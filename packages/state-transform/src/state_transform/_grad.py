@@ -1,0 +1,161 @@
+"""``grad``: gradients with respect to arguments and/or States."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Sequence
+
+import jax
+import jax.extend.core as jex_core
+import jax.numpy as jnp
+from state_core import State, StatefulFunction, TracedCall, unflatten_states
+
+__all__ = ["grad", "GradFunction"]
+
+
+def _is_state(x: Any) -> bool:
+    return isinstance(x, State)
+
+
+class GradFunction(StatefulFunction):
+    """The callable ``grad`` returns; see ``grad`` for the calling convention."""
+
+    __module__ = "state_transform"
+
+    def __init__(
+        self,
+        fun: Callable[..., Any],
+        grad_states: Any = None,
+        argnums: int | Sequence[int] | None = None,
+        has_aux: bool = False,
+        return_value: bool = False,
+    ) -> None:
+        super().__init__(fun, name=getattr(fun, "__name__", None))
+        states, self._grad_treedef = jax.tree.flatten(grad_states, is_leaf=_is_state)
+        for s in states:
+            if not isinstance(s, State):
+                raise TypeError(
+                    "grad_states must be a State or a list/tuple/dict of States, but it contains "
+                    f"a {type(s).__name__}."
+                )
+        self.grad_states = grad_states
+        self._grad_state_list: list[State] = states
+        if argnums is None and grad_states is None:
+            argnums = 0
+        self.argnums = argnums
+        self.has_aux = has_aux
+        self.return_value = return_value
+        functools.update_wrapper(self, fun, updated=())
+
+    def _compile(self, entry: TracedCall) -> Callable[..., Any]:
+        run = jex_core.jaxpr_as_fun(entry.closed_jaxpr)
+        n_out = entry.n_out_leaves
+        out_treedef = entry.out_treedef
+        out_defs = [jax.tree.structure(s._value) for s in entry.out_states]
+        in_index = {id(s): k for k, s in enumerate(entry.in_states)}
+        grad_index = [in_index.get(id(s)) for s in self._grad_state_list]
+        zeros = [
+            jax.tree.map(lambda x: jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x)), s._value)
+            for s in self._grad_state_list
+        ]
+        argnums = self.argnums
+        arg_tuple = () if argnums is None else ((argnums,) if isinstance(argnums, int) else tuple(argnums))
+        n_args = entry.key[0]
+        for i in arg_tuple:
+            if not -n_args <= i < n_args:
+                raise ValueError(
+                    f"grad: argnums contains {i}, but {self.name} was called with {n_args} "
+                    "positional argument(s)."
+                )
+        has_aux = self.has_aux
+        dyn_treedef = entry.dyn_treedef
+
+        def program(state_values: list, *dyn_leaves: Any) -> tuple[Any, list]:
+            dyn_args, dyn_kwargs = jax.tree.unflatten(dyn_treedef, dyn_leaves)
+            grad_values = [state_values[k] for k in grad_index if k is not None]
+            diff_args = tuple(dyn_args[i] for i in arg_tuple)
+
+            def objective(g_values: list, d_args: tuple) -> tuple[Any, tuple]:
+                values = list(state_values)
+                for k, v in zip((k for k in grad_index if k is not None), g_values):
+                    values[k] = v
+                args = list(dyn_args)
+                for i, a in zip(arg_tuple, d_args):
+                    args[i] = a
+                leaves = [leaf for v in values for leaf in jax.tree.leaves(v)]
+                leaves += jax.tree.leaves((tuple(args), dyn_kwargs))
+                flat = run(*leaves)
+                out = jax.tree.unflatten(out_treedef, flat[:n_out])
+                loss, aux = out if has_aux else (out, None)
+                return loss, (loss, aux, unflatten_states(out_defs, flat[n_out:]))
+
+            (g_states, g_args), (loss, aux, written) = jax.grad(objective, argnums=(0, 1), has_aux=True)(
+                grad_values, diff_args
+            )
+            it = iter(g_states)
+            state_grads = [
+                next(it) if k is not None else jax.tree.map(lambda z: jnp.zeros(z.shape, z.dtype), zero)
+                for k, zero in zip(grad_index, zeros)
+            ]
+            return (self._assemble(state_grads, g_args, loss, aux), written)
+
+        return jax.jit(program)
+
+    def _assemble(self, state_grads: list, arg_grads: tuple, loss: Any, aux: Any) -> Any:
+        if self.grad_states is not None:
+            state_part = jax.tree.unflatten(self._grad_treedef, state_grads)
+        if self.argnums is None:
+            grads = state_part
+        else:
+            arg_part = arg_grads[0] if isinstance(self.argnums, int) else tuple(arg_grads)
+            grads = arg_part if self.grad_states is None else (state_part, arg_part)
+        if self.return_value and self.has_aux:
+            return grads, loss, aux
+        if self.return_value:
+            return grads, loss
+        if self.has_aux:
+            return grads, aux
+        return grads
+
+
+def grad(
+    fun: Callable[..., Any] | None = None,
+    grad_states: Any = None,
+    argnums: int | Sequence[int] | None = None,
+    has_aux: bool = False,
+    return_value: bool = False,
+) -> GradFunction | Callable[[Callable[..., Any]], GradFunction]:
+    """Differentiate a scalar-valued ``fun`` with respect to States and/or arguments.
+
+    Args:
+        fun: returns a scalar loss (or ``(loss, aux)`` with ``has_aux=True``).
+        grad_states: a State, or a list/tuple/dict of States, to differentiate with
+            respect to; the state gradients mirror this structure.
+        argnums: positional argument(s) to differentiate with respect to. Defaults to
+            0 when ``grad_states`` is None, and to none otherwise.
+        has_aux: ``fun`` returns ``(loss, aux)``.
+        return_value: also return the loss.
+
+    Returns:
+        A function returning ``grads`` — the state gradients, the argument gradients,
+        or ``(state_grads, arg_grads)`` when both are requested — followed by
+        ``loss`` (if ``return_value``) and ``aux`` (if ``has_aux``):
+        ``grads``, ``(grads, aux)``, ``(grads, loss)`` or ``(grads, loss, aux)``.
+        States that ``fun`` writes (e.g. running statistics) are updated.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from state_core import ParamState
+        >>> from state_transform import grad
+        >>> w = ParamState(jnp.array([1., 2.]))
+        >>> loss = lambda x: jnp.sum(w.value * x)
+        >>> grad(loss, grad_states=w)(jnp.array([3., 4.]))
+        Array([3., 4.], dtype=float32)
+        >>> grad(lambda x: jnp.sum(x ** 2))(jnp.array([1., 2.]))
+        Array([2., 4.], dtype=float32)
+    """
+    if fun is None:
+        return functools.partial(
+            grad, grad_states=grad_states, argnums=argnums, has_aux=has_aux, return_value=return_value
+        )
+    return GradFunction(fun, grad_states, argnums, has_aux, return_value)

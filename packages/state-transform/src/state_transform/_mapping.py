@@ -1,0 +1,454 @@
+"""``StatefulMapping``: the cached engine behind ``vmap2``, ``pmap2`` and ``Map``."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable, Hashable, Iterable
+
+import jax
+import jax.extend.core as jex_core
+from state_core import State, StatefulFunction, TracedCall, states_of_callable
+from state_core import (
+    StaleTraceError,
+    leaf_signature,
+    read_state_values,
+    unflatten_states,
+    write_state_values,
+)
+from state_random import is_random_state, is_single_key, split_for_lanes
+
+from ._axes import check_axis, format_sizes, leaf_in_axes, normalize_state_axes, remove_axis
+from ._dependence import varying_outputs
+
+__all__ = ["StatefulMapping"]
+
+_POLICIES = ("raise", "warn", "ignore")
+_SPLIT = "split"  # mode of a RandomState whose single key is split into one key per lane
+
+
+class _LaneAxis:
+    """A private axis name, used to find the lane index when the user gave none."""
+
+    def __repr__(self) -> str:
+        return "<lane axis>"
+
+
+class StatefulMapping(StatefulFunction):
+    """Map a function that reads and writes States over an axis, with a cached compiled program.
+
+    This is the engine behind ``vmap2`` and ``pmap2``. On the first call with a
+    new argument signature it traces ``fun`` once at per-lane shapes, discovers
+    the states it touches, decides each state's mapped axis, and builds
+    ``mapping_fn(pure_fn, in_axes=..., out_axes=..., axis_name=..., axis_size=...)``
+    (wrapped in ``jax.jit`` unless ``mapping_fn`` already compiles, as ``jax.pmap``
+    does). Later calls with the same signature only gather the state values, run
+    that cached program once and write the results back.
+
+    Args:
+        fun: the function (or Module, or bound method) to map.
+        in_axes: as in ``jax.vmap``: an int, None, or a tuple with one entry per
+            positional argument. Keyword arguments are mapped over axis 0.
+        out_axes: as in ``jax.vmap``, for the return value.
+        state_in_axes: which states are mapped on the way in: ``{axis: filter}``
+            (``axis`` may be None = broadcast), a single filter (= ``{0: filter}``),
+            a State, a list of States, or None. The first matching entry wins.
+            States no entry claims are broadcast.
+        state_out_axes: the same, for the new values of written states.
+        unexpected_out_state_mapping: what to do with a written state that no
+            ``state_out_axes`` entry covers and whose new value differs across
+            lanes: ``'raise'`` (error naming the state), ``'warn'`` (warn, then
+            stack it on axis 0) or ``'ignore'`` (stack it on axis 0). A written
+            state whose new value is the same on every lane is written back as is.
+        static_argnums, static_argnames: arguments that are compile-time constants.
+        axis_size: the size of the mapped axis when no argument or state gives it.
+        axis_name: the name of the mapped axis, for collectives such as ``psum``.
+        name: a label for messages.
+        mapping_fn: the mapping primitive (``jax.vmap`` by default, or ``jax.pmap``
+            or any function with that calling convention).
+        mapping_kwargs: extra keyword arguments for ``mapping_fn``.
+
+    RandomStates (from ``state_random``) that the function reads and whose value is
+    a single key get one independent key per lane, split inside the compiled
+    program; afterwards the state holds a fresh key.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from state_core import ShortTermState
+        >>> from state_core.filter import OfType
+        >>> from state_transform import StatefulMapping
+        >>> count = ShortTermState(jnp.zeros(3))
+        >>> def bump(x):
+        ...     count.value = count.value + x
+        ...     return count.value
+        >>> f = StatefulMapping(bump, state_in_axes={0: OfType(ShortTermState)},
+        ...                     state_out_axes={0: OfType(ShortTermState)})
+        >>> f(jnp.array([1., 2., 3.]))
+        Array([1., 2., 3.], dtype=float32)
+        >>> count.value
+        Array([1., 2., 3.], dtype=float32)
+    """
+
+    __module__ = "state_transform"
+
+    def __init__(
+        self,
+        fun: Callable[..., Any],
+        in_axes: Any = 0,
+        out_axes: Any = 0,
+        state_in_axes: Any = None,
+        state_out_axes: Any = None,
+        unexpected_out_state_mapping: str = "ignore",
+        static_argnums: int | Iterable[int] = (),
+        static_argnames: str | Iterable[str] = (),
+        axis_size: int | None = None,
+        axis_name: Hashable | None = None,
+        name: str | None = None,
+        mapping_fn: Callable[..., Any] = jax.vmap,
+        mapping_kwargs: dict | None = None,
+    ) -> None:
+        if isinstance(fun, State):
+            raise TypeError("StatefulMapping maps a callable, not a State; read the state inside a function.")
+        super().__init__(fun, static_argnums, static_argnames, name=name)
+        if unexpected_out_state_mapping not in _POLICIES:
+            raise ValueError(
+                f"unexpected_out_state_mapping must be one of {_POLICIES}, got "
+                f"{unexpected_out_state_mapping!r}."
+            )
+        if axis_size is not None and (not isinstance(axis_size, int) or axis_size < 1):
+            raise ValueError(f"axis_size must be a positive int or None, got {axis_size!r}.")
+        self.origin_fun = fun
+        self.in_axes = in_axes
+        self.out_axes = out_axes
+        self.state_in_axes = normalize_state_axes(state_in_axes, "state_in_axes")
+        self.state_out_axes = normalize_state_axes(state_out_axes, "state_out_axes")
+        self.unexpected_out_state_mapping = unexpected_out_state_mapping
+        self.axis_size = axis_size
+        self.axis_name = axis_name
+        self.mapping_fn = mapping_fn
+        self.mapping_kwargs = dict(mapping_kwargs or {})
+        # Set by pmap2: how many devices there are to map over, and which user
+        # positional arguments to donate.
+        self._device_limit: Callable[[], int] | None = None
+        self._donate_positions: frozenset[int] = frozenset()
+        self._scratch: dict[str, Any] | None = None
+
+    # ------------------------------------------------------------------ naming states
+    def _state_label(self, state: State, paths: dict[int, tuple]) -> str:
+        path = paths.get(id(state))
+        if path:
+            return f"{type(state).__name__} at path '{'.'.join(map(str, path))}'"
+        return state.describe()
+
+    def _resolve(self, state: State, axes: dict, paths: dict[int, tuple]) -> Any:
+        path = paths.get(id(state), ())
+        for axis, predicate in axes.items():
+            if predicate(path, state):
+                return axis
+        return _UNDECLARED
+
+    # ------------------------------------------------------------------ tracing hooks
+    def _trace(self, key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs) -> TracedCall:
+        outer = self._scratch
+        paths = states_of_callable(self.origin_fun).paths_by_state()
+        guess = None
+        try:
+            for _ in range(2):
+                self._scratch = {"paths": paths, "modes": {}, "sizes": [], "size_guess": guess}
+                entry = super()._trace(key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs)
+                entry.extra.update(self._scratch)
+                size = self._decide_axis_size(entry.extra["sizes"])
+                used = self._scratch.get("size_used")
+                if self.axis_name is None or used is None or used == size:
+                    return entry
+                # The axis size came from a state discovered mid-trace, and the function
+                # used the named axis: trace again with the real size bound.
+                guess = size
+            return entry
+        finally:
+            self._scratch = outer
+
+    def _axis_env(self) -> list[tuple[Any, int]] | None:
+        if self.axis_name is None:
+            return None
+        scratch = self._scratch
+        size = scratch["size_guess"]
+        if size is None:
+            sizes = scratch["sizes"]
+            size = sizes[0][0] if sizes else (self.axis_size or self._known_state_size() or 1)
+        scratch["size_used"] = size
+        return [(self.axis_name, size)]
+
+    def _known_state_size(self) -> int | None:
+        """The mapped size of the first mapped state reachable from the mapped object, if any."""
+        paths = self._scratch["paths"]
+        for state in states_of_callable(self.origin_fun).values():
+            axis = self._resolve(state, self.state_in_axes, paths)
+            if isinstance(axis, int) and not isinstance(axis, bool):
+                leaves = jax.tree.leaves(state._value)
+                if leaves and -len(jax.numpy.shape(leaves[0])) <= axis < len(jax.numpy.shape(leaves[0])):
+                    return jax.numpy.shape(leaves[0])[axis]
+        return None
+
+    def _abstract_inputs(self, dyn_args: tuple, dyn_kwargs: dict, leaves: list) -> list:
+        scratch = self._scratch
+        n_static = len(self.static_argnums)
+        static_positions = frozenset(
+            (i + len(dyn_args) + n_static) if i < 0 else i for i in self.static_argnums
+        )
+        all_args = _interleave_statics(dyn_args, static_positions)
+        axes, labels, positions = leaf_in_axes(self.in_axes, all_args, dyn_kwargs, static_positions)
+        scratch["leaf_positions"] = positions
+        abstract = []
+        checked_axes = []
+        for leaf, axis, label in zip(leaves, axes, labels):
+            aval = jax.typeof(leaf)
+            axis = check_axis(axis, len(aval.shape), label, aval.shape)
+            if axis is not None:
+                scratch["sizes"].append((aval.shape[axis], label))
+            checked_axes.append(axis)
+            abstract.append(remove_axis(aval, axis))
+        scratch["leaf_axes"] = checked_axes
+        return abstract
+
+    def _state_input_avals(self, state: State, value: Any) -> Any:
+        scratch = self._scratch
+        paths = scratch["paths"]
+        if is_random_state(state) and is_single_key(value):
+            scratch["modes"][id(state)] = _SPLIT
+            return jax.tree.map(_full_aval, value)
+        axis = self._resolve(state, self.state_in_axes, paths)
+        if axis is _UNDECLARED or axis is None:
+            scratch["modes"][id(state)] = None
+            return jax.tree.map(_full_aval, value)
+        label = self._state_label(state, paths)
+        avals = []
+        leaves, treedef = jax.tree.flatten(value)
+        for leaf in leaves:
+            aval = jax.typeof(leaf)
+            ax = check_axis(axis, len(aval.shape), f"{label} (from state_in_axes)", aval.shape)
+            scratch["sizes"].append((aval.shape[ax], label))
+            avals.append(remove_axis(aval, ax))
+        scratch["modes"][id(state)] = axis if axis >= 0 else axis + len(jax.typeof(leaves[0]).shape)
+        return jax.tree.unflatten(treedef, avals)
+
+    def _after_trace(self, entry: TracedCall, dyn_args: tuple, dyn_kwargs: dict) -> None:
+        extra = entry.extra
+        paths = extra["paths"]
+        modes = extra["modes"]
+        size = self._decide_axis_size(extra["sizes"])
+        extra["axis_size"] = size
+        in_modes = [modes[id(s)] for s in entry.in_states]
+        split_states = [s for s, m in zip(entry.in_states, in_modes) if m == _SPLIT]
+        split_ids = {id(s) for s in split_states}
+
+        # Which written values differ between lanes (decides undeclared writes).
+        varying_in = []
+        for state, mode in zip(entry.in_states, in_modes):
+            varying_in.extend([mode is not None] * len(jax.tree.leaves(state._value)))
+        varying_in.extend(axis is not None for axis in extra["leaf_axes"])
+        axis_name = self.axis_name if self.axis_name is not None else _LaneAxis()
+        extra["axis_name"] = axis_name
+        varying = varying_outputs(entry.closed_jaxpr.jaxpr, varying_in, self.axis_name)
+        written_varying = varying[entry.n_out_leaves :]
+        extra["out_varying"] = varying[: entry.n_out_leaves]
+
+        lane_written: list[State] = []
+        lane_written_axes: list = []
+        lane_written_mask: list[bool] = []
+        i = 0
+        for state in entry.out_states:
+            n = jax.tree.structure(state._value).num_leaves
+            state_varies = any(written_varying[i : i + n])
+            i += n
+            if id(state) in split_ids:
+                lane_written_mask.append(False)
+                continue
+            lane_written_mask.append(True)
+            lane_written.append(state)
+            lane_written_axes.append(self._out_axis(state, state_varies, paths))
+        extra["in_modes"] = in_modes
+        extra["split_positions"] = [k for k, m in enumerate(in_modes) if m == _SPLIT]
+        extra["lane_written_mask"] = lane_written_mask
+        extra["lane_written_axes"] = lane_written_axes
+        entry.extra["write_back"] = lane_written + split_states
+
+    def _decide_axis_size(self, sizes: list[tuple[int, str]]) -> int:
+        sizes = list(sizes)
+        if self.axis_size is not None:
+            sizes.append((self.axis_size, "axis_size"))
+        distinct = {s for s, _ in sizes}
+        if not sizes:
+            raise ValueError(
+                f"{self.name}: cannot tell the size of the mapped axis: no argument or state is "
+                "mapped. Pass axis_size=..., map an argument with in_axes, or map a state with "
+                "state_in_axes."
+            )
+        if len(distinct) > 1:
+            raise ValueError(
+                f"{self.name}: the mapped axis has inconsistent sizes: {format_sizes(sizes)}. "
+                "Every mapped argument and state must have the same size along its mapped axis."
+            )
+        size = sizes[0][0]
+        limit = self._device_limit() if self._device_limit is not None else None
+        if limit is not None and size > limit:
+            raise ValueError(
+                f"{self.name}: the mapped axis has size {size} but only {limit} "
+                "device(s) are available to map over. Use at most that many lanes (or pass "
+                "`devices=`), or use vmap2 to batch on one device."
+            )
+        return size
+
+    def _out_axis(self, state: State, varies: bool, paths: dict[int, tuple]) -> Any:
+        axis = self._resolve(state, self.state_out_axes, paths)
+        label = self._state_label(state, paths)
+        if axis is not _UNDECLARED:
+            if axis is None and varies:
+                raise ValueError(
+                    f"{self.name}: {label} is declared unmapped (None) in state_out_axes, but its "
+                    "new value differs across the mapped axis. Declare an int axis for it, or "
+                    "reduce it over the axis (e.g. with jax.lax.pmean) before writing it."
+                )
+            return axis
+        if not varies:
+            return None
+        policy = self.unexpected_out_state_mapping
+        message = (
+            f"{self.name}: {label} is written with a value that differs across the mapped axis, "
+            "but no state_out_axes entry covers it"
+        )
+        if policy == "raise":
+            raise ValueError(
+                message + ". Add it to state_out_axes (e.g. {0: OfType(...)}), or pass "
+                "unexpected_out_state_mapping='ignore' to stack it on axis 0."
+            )
+        if policy == "warn":
+            warnings.warn(message + "; it is stacked on axis 0.", UserWarning, stacklevel=5)
+        return 0
+
+    # ------------------------------------------------------------------ compiling
+    def _compile(self, entry: TracedCall) -> Callable[..., Any]:
+        extra = entry.extra
+        run = jex_core.jaxpr_as_fun(entry.closed_jaxpr)
+        n_out = entry.n_out_leaves
+        out_treedef = entry.out_treedef
+        out_defs = [jax.tree.structure(s._value) for s in entry.out_states]
+        size = extra["axis_size"]
+        axis_name = extra["axis_name"]
+        split_positions = extra["split_positions"]
+        mask = extra["lane_written_mask"]
+        lane_avals = [_signature_of_aval(v.aval) for v in entry.closed_jaxpr.jaxpr.invars[: entry.n_in_state_leaves]]
+
+        def lane(state_values: list, *dyn_leaves: Any) -> tuple[Any, list, list]:
+            # Runs only when JAX (re)traces the mapped program, i.e. on new input avals:
+            # if the states changed shape since our trace, the jaxpr is stale.
+            if jax.lax.axis_size(axis_name) != size:
+                raise StaleTraceError()
+            values = list(state_values)
+            next_keys = []
+            if split_positions:
+                index = jax.lax.axis_index(axis_name)
+                for k in split_positions:
+                    lane_keys, next_key = split_for_lanes(values[k], size)
+                    values[k] = lane_keys[index]
+                    next_keys.append(next_key)
+            leaves = []
+            for value in values:
+                leaves.extend(jax.tree.leaves(value))
+            if [leaf_signature(x) for x in leaves] != lane_avals:
+                raise StaleTraceError()
+            flat = run(*leaves, *dyn_leaves)
+            out = jax.tree.unflatten(out_treedef, flat[:n_out])
+            written = [v for v, keep in zip(unflatten_states(out_defs, flat[n_out:]), mask) if keep]
+            return out, written, next_keys
+
+        in_axes = [None if m == _SPLIT else m for m in extra["in_modes"]]
+        kwargs = dict(self.mapping_kwargs)
+        if not extra["sizes"]:  # nothing is mapped: the size comes from axis_size alone
+            kwargs["axis_size"] = size
+        if self._donate_positions:
+            kwargs["donate_argnums"] = tuple(
+                1 + j for j, p in enumerate(extra["leaf_positions"]) if p in self._donate_positions
+            )
+        mapped = self.mapping_fn(
+            lane,
+            in_axes=(in_axes, *extra["leaf_axes"]),
+            out_axes=(self.out_axes, extra["lane_written_axes"], [None] * len(split_positions)),
+            axis_name=axis_name,
+            **kwargs,
+        )
+
+        def program(state_values: list, *dyn_leaves: Any) -> tuple[Any, list]:
+            out, written, next_keys = mapped(state_values, *dyn_leaves)
+            return out, written + next_keys
+
+        if hasattr(mapped, "lower"):  # already compiled: jax.pmap, or a jitted mapping
+            return program
+        return jax.jit(program)
+
+    # ------------------------------------------------------------------ calling
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        entry, leaves = self._lookup(args, kwargs)
+        values = read_state_values(entry.in_states)
+        try:
+            out, new_values = entry.compiled(values, *leaves)
+        except StaleTraceError:
+            self._cache.pop(entry.key, None)
+            entry, leaves = self._lookup(args, kwargs)
+            values = read_state_values(entry.in_states)
+            out, new_values = self._run_or_advance(entry, values, leaves)
+        except Exception:
+            self._advance_random_states(entry, values)
+            raise
+        write_state_values(entry.extra["write_back"], new_values, self.name)
+        return out
+
+    def _run_or_advance(self, entry: TracedCall, values: list, leaves: list) -> tuple[Any, list]:
+        try:
+            return entry.compiled(values, *leaves)
+        except Exception:
+            self._advance_random_states(entry, values)
+            raise
+
+    def _advance_random_states(self, entry: TracedCall, values: list) -> None:
+        # A failed call still consumes randomness, so a retry never reuses the same keys.
+        size = entry.extra["axis_size"]
+        for k in entry.extra["split_positions"]:
+            state = entry.in_states[k]
+            try:
+                state.restore_value(split_for_lanes(values[k], size)[1])
+            except Exception:  # pragma: no cover - under a foreign trace the key stays as is
+                pass
+
+    def __repr__(self) -> str:
+        return (
+            f"StatefulMapping({self.name}, in_axes={self.in_axes!r}, out_axes={self.out_axes!r}, "
+            f"state_in_axes={self.state_in_axes!r}, state_out_axes={self.state_out_axes!r}, "
+            f"axis_name={self.axis_name!r}, axis_size={self.axis_size!r})"
+        )
+
+
+class _Undeclared:
+    def __repr__(self) -> str:
+        return "<undeclared>"
+
+
+_UNDECLARED = _Undeclared()
+
+
+def _full_aval(leaf: Any) -> Any:
+    aval = jax.typeof(leaf)
+    return jax.core.ShapedArray(aval.shape, aval.dtype, weak_type=aval.weak_type)
+
+
+def _signature_of_aval(aval: Any) -> tuple:
+    return (aval.shape, aval.dtype, aval.weak_type)
+
+
+def _interleave_statics(dyn_args: tuple, static_positions: frozenset[int]) -> tuple:
+    if not static_positions:
+        return tuple(dyn_args)
+    total = len(dyn_args) + len(static_positions)
+    it = iter(dyn_args)
+    return tuple(None if i in static_positions else next(it) for i in range(total))
+
+

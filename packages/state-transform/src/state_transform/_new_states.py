@@ -1,0 +1,173 @@
+"""``vmap2_new_states`` / ``pmap2_new_states``: create a batch of copies of a module's states."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List
+
+import jax
+from state_core import State, TracedCall, catch_new_states, collect_states
+
+from ._axes import normalize_state_axes
+from ._mapping import StatefulMapping
+from ._pmap import pmap2
+
+__all__ = ["vmap2_new_states", "pmap2_new_states"]
+
+
+class _NewStateMapping(StatefulMapping):
+    """A mapping whose output is the list of new state values, each on its own axis."""
+
+    def __init__(self, init: Callable[[], Any], out_axes_of: Callable[[], list], **kwargs: Any) -> None:
+        super().__init__(init, in_axes=(), **kwargs)
+        self._out_axes_of = out_axes_of
+
+    def _compile(self, entry: TracedCall) -> Callable[..., Any]:
+        self.out_axes, states = self._out_axes_of()
+        varying = entry.extra["out_varying"]
+        i = 0
+        for state, axis in zip(states, self.out_axes):
+            n = jax.tree.structure(state._value).num_leaves
+            if axis is None and any(varying[i : i + n]):
+                raise ValueError(
+                    f"{self.name}: {state.describe()} is declared shared (axis None) in "
+                    "state_out_axes, but its initial value differs between copies (for example "
+                    "it is drawn at random). Give it an int axis, or initialise it without "
+                    "per-copy randomness."
+                )
+            i += n
+        return super()._compile(entry)
+
+
+def _check_init_target(module: Any, init_kwargs: Any, fn_name: str) -> dict:
+    if not hasattr(module, "init_all_states"):
+        raise TypeError(
+            f"{fn_name} needs an object with an init_all_states(**kwargs) method (a Module); "
+            f"got {type(module).__name__}."
+        )
+    if init_kwargs is None:
+        return {}
+    if not isinstance(init_kwargs, dict):
+        raise TypeError(f"{fn_name}: init_kwargs must be a dict of keyword arguments, got {type(init_kwargs).__name__}.")
+    return init_kwargs
+
+
+def _map_new_states(
+    fn_name: str,
+    module: Any,
+    init_kwargs: dict | None,
+    state_tag: str | None,
+    axis_size: int,
+    state_out_axes: Any,
+    make_mapping: Callable[..., StatefulMapping],
+) -> Dict[Any, List[State]]:
+    init_kwargs = _check_init_target(module, init_kwargs, fn_name)
+    if not isinstance(axis_size, int) or isinstance(axis_size, bool) or axis_size < 1:
+        raise ValueError(f"{fn_name}: axis_size must be a positive int, got {axis_size!r}.")
+    axes = normalize_state_axes(state_out_axes, "state_out_axes")
+    caught: dict[str, Any] = {}
+
+    def init() -> list:
+        with catch_new_states(state_tag) as catcher:
+            module.init_all_states(**init_kwargs)
+        new = catcher.get_states()
+        paths = collect_states(module).paths_by_state()
+        new_axes = []
+        for state in new:
+            path = paths.get(id(state), ())
+            axis = 0
+            for candidate, predicate in axes.items():
+                if predicate(path, state):
+                    axis = candidate
+                    break
+            new_axes.append(axis)
+        caught["states"], caught["axes"] = new, new_axes
+        return [s._value for s in new]
+
+    mapping = make_mapping(init, lambda: (caught["axes"], caught["states"]))
+    values = mapping()
+    groups: Dict[Any, List[State]] = {}
+    for state, axis, value in zip(caught["states"], caught["axes"], values):
+        state.restore_value(value)
+        groups.setdefault(axis, []).append(state)
+    return groups
+
+
+def vmap2_new_states(
+    module: Any,
+    init_kwargs: dict | None = None,
+    state_tag: str | None = None,
+    axis_size: int | None = None,
+    state_out_axes: Any = None,
+) -> Dict[Any, List[State]]:
+    """Run ``module.init_all_states(**init_kwargs)`` once under ``vmap2`` and batch the new states.
+
+    Every state created during initialisation gets a leading axis of ``axis_size``
+    copies (or the axis its ``state_out_axes`` filter names; ``None`` keeps one
+    shared copy). Random draws during initialisation differ between copies.
+    Existing states written during initialisation end with concrete values.
+
+    Returns:
+        ``{axis: [states]}``, the new states grouped by their mapped axis.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from state_core import ParamState
+        >>> from state_transform import vmap2_new_states
+        >>> class Layer:
+        ...     def init_all_states(self, size):
+        ...         self.w = ParamState(jnp.zeros(size))
+        >>> layer = Layer()
+        >>> groups = vmap2_new_states(layer, {'size': 3}, axis_size=5)
+        >>> layer.w.value.shape, list(groups)
+        ((5, 3), [0])
+    """
+    if axis_size is None:
+        raise ValueError("vmap2_new_states: pass axis_size, the number of copies to create.")
+
+    def make(init: Callable[[], Any], out_axes_of: Callable[[], list]) -> StatefulMapping:
+        return _NewStateMapping(init, out_axes_of, axis_size=axis_size, name="vmap2_new_states")
+
+    return _map_new_states("vmap2_new_states", module, init_kwargs, state_tag, axis_size, state_out_axes, make)
+
+
+def pmap2_new_states(
+    module: Any,
+    init_kwargs: dict | None = None,
+    state_tag: str | None = None,
+    axis_size: int | None = None,
+    state_out_axes: Any = None,
+    devices: Any = None,
+) -> Dict[Any, List[State]]:
+    """Like ``vmap2_new_states`` but creates one copy per device with ``pmap2``.
+
+    ``axis_size`` defaults to the number of local devices (or ``len(devices)``).
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from state_core import ParamState
+        >>> from state_transform import pmap2_new_states
+        >>> class Layer:
+        ...     def init_all_states(self):
+        ...         self.w = ParamState(jnp.ones(2))
+        >>> layer = Layer()
+        >>> _ = pmap2_new_states(layer, axis_size=2)
+        >>> layer.w.value.shape
+        (2, 2)
+    """
+    if axis_size is None:
+        axis_size = len(devices) if devices is not None else jax.local_device_count()
+
+    def make(init: Callable[[], Any], out_axes_of: Callable[[], list]) -> StatefulMapping:
+        base = pmap2(init, in_axes=(), axis_size=axis_size, devices=devices)
+        mapping = _NewStateMapping(
+            init,
+            out_axes_of,
+            axis_size=axis_size,
+            name="pmap2_new_states",
+            mapping_fn=base.mapping_fn,
+            mapping_kwargs=base.mapping_kwargs,
+        )
+        mapping._device_limit = base._device_limit
+        return mapping
+
+    return _map_new_states("pmap2_new_states", module, init_kwargs, state_tag, axis_size, state_out_axes, make)
