@@ -26,6 +26,7 @@ __all__ = [
 ]
 
 _ArrayImpl = type(jax.numpy.zeros(()))
+_tree_flatten = jax.tree_util.tree_flatten
 _PY_SCALARS = (int, float, complex, bool)
 
 
@@ -193,14 +194,22 @@ class StatefulFunction:
         return dyn_args, dyn_kwargs, static_args, static_kwargs
 
     def _signature(self, args: tuple, kwargs: dict) -> tuple[Hashable, list, Any, tuple, tuple, tuple, dict]:
-        dyn_args, dyn_kwargs, static_args, static_kwargs = self._split_args(args, kwargs)
-        leaves, treedef = jax.tree.flatten((dyn_args, dyn_kwargs))
+        if self.static_argnums or self.static_argnames:
+            dyn_args, dyn_kwargs, static_args, static_kwargs = self._split_args(args, kwargs)
+        else:
+            dyn_args, dyn_kwargs, static_args, static_kwargs = args, kwargs, (), ()
+        leaves, treedef = _tree_flatten((dyn_args, dyn_kwargs))
         try:
             sig = tuple(map(leaf_signature, leaves))
         except TypeError:
             self._raise_bad_leaf(dyn_args, dyn_kwargs)
             raise
         key = (len(args), static_args, static_kwargs, treedef, sig)
+        if static_args or static_kwargs:
+            self._check_static_hashable(key, static_args, static_kwargs)
+        return key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs
+
+    def _check_static_hashable(self, key: tuple, static_args: tuple, static_kwargs: tuple) -> None:
         try:
             hash(key)
         except TypeError:
@@ -213,20 +222,21 @@ class StatefulFunction:
                         f"{type(value).__name__}; pass it as a tuple or make it a dynamic argument."
                     ) from None
             raise
-        return key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs
 
     def _raise_bad_leaf(self, dyn_args: tuple, dyn_kwargs: dict) -> None:
-        check_not_state((dyn_args, dyn_kwargs), f"An argument of {self.name}: args")
-        for path, leaf in jax.tree.leaves_with_path((dyn_args, dyn_kwargs)):
-            try:
-                leaf_signature(leaf)
-            except TypeError:
-                where = jax.tree_util.keystr(path)
-                raise TypeError(
-                    f"Argument (args, kwargs){where} of {self.name} is a {type(leaf).__name__}, "
-                    "which JAX cannot trace. Pass arrays or numbers, or mark the argument "
-                    "static with static_argnums / static_argnames."
-                ) from None
+        named = [(f"positional argument {i}", a) for i, a in enumerate(dyn_args)]
+        named += [(f"keyword argument '{k}'", v) for k, v in dyn_kwargs.items()]
+        for label, value in named:
+            check_not_state(value, f"{label} of {self.name}")
+            for path, leaf in jax.tree.leaves_with_path(value):
+                try:
+                    leaf_signature(leaf)
+                except TypeError:
+                    raise TypeError(
+                        f"{label}{jax.tree_util.keystr(path)} of {self.name} is a "
+                        f"{type(leaf).__name__}, which JAX cannot trace. Pass arrays or numbers, "
+                        "or mark the argument static with static_argnums / static_argnames."
+                    ) from None
 
     def get_arg_cache_key(self, *args: Any, **kwargs: Any) -> Hashable:
         """The cache key of a call with these arguments (see ``get_jaxpr_by_cache``)."""
@@ -499,10 +509,10 @@ def write_state_values(states: Sequence[State], values: Sequence[Any], who: str)
     stacks = CTX.stacks
     if not stacks:
         probe = values[0]
-        if not is_tracer(probe):
+        if type(probe) is not _ArrayImpl and not is_tracer(probe):
             probe_leaves = jax.tree.leaves(probe)
             probe = probe_leaves[0] if probe_leaves else None
-        if is_tracer(probe):
+        if type(probe) is not _ArrayImpl and is_tracer(probe):
             raise StateLeakError(
                 f"{who} writes {states[0].describe()} but was called inside a JAX transformation "
                 "that is not state-aware (such as jax.jit, jax.vmap or jax.grad), so the new "

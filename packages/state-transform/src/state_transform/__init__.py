@@ -25,6 +25,7 @@ from ._jit import JittedFunction, jit
 from ._mapping import StatefulMapping
 from ._new_states import pmap2_new_states, vmap2_new_states
 from ._pmap import pmap2
+from ._shard_map import ShardMapFunction, shard_map
 from ._vmap import vmap2
 
 __all__ = [
@@ -34,6 +35,8 @@ __all__ = [
     "pmap2",
     "vmap2_new_states",
     "pmap2_new_states",
+    "shard_map",
+    "ShardMapFunction",
     "jit",
     "JittedFunction",
     "grad",

@@ -213,10 +213,12 @@ class StatefulMapping(StatefulFunction):
     def _state_input_avals(self, state: State, value: Any) -> Any:
         scratch = self._scratch
         paths = scratch["paths"]
-        if is_random_state(state) and is_single_key(value):
+        axis = self._resolve(state, self.state_in_axes, paths)
+        if axis is not None and is_random_state(state) and is_single_key(value):
+            # One key for the whole call: give every lane its own key (an explicit
+            # None in state_in_axes instead broadcasts the same key to all lanes).
             scratch["modes"][id(state)] = _SPLIT
             return jax.tree.map(_full_aval, value)
-        axis = self._resolve(state, self.state_in_axes, paths)
         if axis is _UNDECLARED or axis is None:
             scratch["modes"][id(state)] = None
             return jax.tree.map(_full_aval, value)

@@ -1,0 +1,322 @@
+"""``shard_map``: a state-aware ``jax.shard_map`` over a device mesh."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import jax
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from state_core import (
+    State,
+    StatefulFunction,
+    StateTraceStack,
+    TracedCall,
+    read_state_values,
+    states_of_callable,
+    write_state_values,
+)
+from state_core.filter import to_predicate
+from state_random import is_random_state, is_single_key, split_for_lanes
+
+__all__ = ["shard_map", "ShardMapFunction"]
+
+_REPLICATED = PartitionSpec()
+
+
+def _spec_axes(entry: Any) -> tuple:
+    if entry is None:
+        return ()
+    return tuple(entry) if isinstance(entry, tuple) else (entry,)
+
+
+def _normalize_state_specs(specs: Any, what: str) -> list[tuple[Any, PartitionSpec]]:
+    """``None`` / one spec / ``{State or filter: spec}`` -> ordered ``[(predicate, spec)]``."""
+    if specs is None:
+        return []
+    if isinstance(specs, PartitionSpec):
+        return [(to_predicate(True), specs)]
+    if isinstance(specs, dict):
+        rules = []
+        for key, spec in specs.items():
+            if not isinstance(spec, PartitionSpec):
+                raise TypeError(f"{what}: the spec for {key!r} must be a PartitionSpec, got {spec!r}.")
+            rules.append((to_predicate(key), spec))
+        return rules
+    raise TypeError(f"{what} must be None, a PartitionSpec, or a dict {{State or filter: PartitionSpec}}; got {specs!r}.")
+
+
+class ShardMapFunction(StatefulFunction):
+    """The callable ``shard_map`` returns, compiled as ``jax.jit(jax.shard_map(...))`` per signature.
+
+    On a new signature the function runs twice: once to discover the states it
+    touches and once inside ``jax.shard_map`` (which types values by the mesh axes
+    they vary over). Cached calls do not run it.
+    """
+
+    __module__ = "state_transform"
+
+    def __init__(
+        self,
+        fun: Callable[..., Any],
+        mesh: Mesh,
+        in_specs: Any,
+        out_specs: Any,
+        state_in_specs: Any = None,
+        state_out_specs: Any = None,
+        check_vma: bool = True,
+    ) -> None:
+        super().__init__(fun)
+        if not isinstance(mesh, Mesh):
+            raise TypeError(f"shard_map: mesh must be a jax.sharding.Mesh, got {type(mesh).__name__}.")
+        self.mesh = mesh
+        self.in_specs = in_specs
+        self.out_specs = out_specs
+        self.state_in_specs = state_in_specs
+        self.state_out_specs = state_out_specs
+        self.check_vma = check_vma
+        self._in_rules = _normalize_state_specs(state_in_specs, "state_in_specs")
+        self._out_rules = _normalize_state_specs(state_out_specs, "state_out_specs")
+        self._scratch: dict[str, Any] | None = None
+
+    # ------------------------------------------------------------------ specs
+    def _per_shard_aval(self, aval: Any, spec: PartitionSpec, where: str) -> Any:
+        shape = list(aval.shape)
+        if len(spec) > len(shape):
+            raise ValueError(
+                f"shard_map: the spec {spec} of {where} has {len(spec)} entries but the value has "
+                f"shape {tuple(aval.shape)}; a spec may have at most one entry per dimension."
+            )
+        for dim, entry in enumerate(spec):
+            names = _spec_axes(entry)
+            for name in names:
+                if name not in self.mesh.shape:
+                    raise ValueError(
+                        f"shard_map: the spec {spec} of {where} names mesh axis {name!r}, but the "
+                        f"mesh has axes {tuple(self.mesh.axis_names)}."
+                    )
+            parts = math.prod(self.mesh.shape[n] for n in names)
+            if shape[dim] % parts:
+                raise ValueError(
+                    f"shard_map: {where} has size {shape[dim]} along dimension {dim}, which the "
+                    f"spec {spec} splits into {parts} shards; {shape[dim]} is not divisible by "
+                    f"{parts}. Pad the value or choose a mesh axis that divides it."
+                )
+            shape[dim] //= parts
+        return jax.core.ShapedArray(tuple(shape), aval.dtype, weak_type=aval.weak_type)
+
+    def _arg_specs(self, n_args: int) -> tuple:
+        specs = self.in_specs
+        if isinstance(specs, PartitionSpec) or specs is None:
+            return ((specs or _REPLICATED),) * n_args
+        if isinstance(specs, list):
+            specs = tuple(specs)
+        if not isinstance(specs, tuple) or len(specs) != n_args:
+            got = len(specs) if isinstance(specs, tuple) else type(specs).__name__
+            raise ValueError(
+                f"shard_map: in_specs has {got} entries but the function was called with {n_args} "
+                "positional argument(s); give one PartitionSpec per positional argument (or one "
+                "spec for all)."
+            )
+        return specs
+
+    def _state_spec(self, state: State, rules: list, paths: dict) -> PartitionSpec | None:
+        path = paths.get(id(state), ())
+        for predicate, spec in rules:
+            if predicate(path, state):
+                return spec
+        return None
+
+    # ------------------------------------------------------------------ tracing hooks
+    def _trace(self, key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs) -> TracedCall:
+        outer = self._scratch
+        self._scratch = {"paths": states_of_callable(self.fun).paths_by_state(), "state_specs": {}}
+        try:
+            entry = super()._trace(key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs)
+            entry.extra.update(self._scratch)
+            return entry
+        finally:
+            self._scratch = outer
+
+    def _axis_env(self) -> list[tuple[Any, int]]:
+        return list(self.mesh.shape.items())
+
+    def _abstract_inputs(self, dyn_args: tuple, dyn_kwargs: dict, leaves: list) -> list:
+        specs = self._arg_specs(len(dyn_args))
+        leaf_specs: list[PartitionSpec] = []
+        abstract = []
+        for i, (arg, spec) in enumerate(zip(dyn_args, specs)):
+            if not isinstance(spec, PartitionSpec):
+                raise TypeError(f"shard_map: in_specs[{i}] must be a PartitionSpec, got {spec!r}.")
+            for path, leaf in jax.tree.leaves_with_path(arg):
+                where = f"argument {i}{jax.tree_util.keystr(path)}"
+                abstract.append(self._per_shard_aval(jax.typeof(leaf), spec, where))
+                leaf_specs.append(spec)
+        for leaf in jax.tree.leaves(dyn_kwargs):  # keyword arguments are replicated
+            aval = jax.typeof(leaf)
+            abstract.append(jax.core.ShapedArray(aval.shape, aval.dtype, weak_type=aval.weak_type))
+            leaf_specs.append(_REPLICATED)
+        self._scratch["leaf_specs"] = leaf_specs
+        return abstract
+
+    def _state_input_avals(self, state: State, value: Any) -> Any:
+        scratch = self._scratch
+        spec = self._state_spec(state, self._in_rules, scratch["paths"])
+        if spec is None and is_random_state(state) and is_single_key(value):
+            scratch["state_specs"][id(state)] = "split"
+            return jax.tree.map(lambda x: self._per_shard_aval(jax.typeof(x), _REPLICATED, ""), value)
+        spec = spec or _REPLICATED
+        scratch["state_specs"][id(state)] = spec
+        label = state.describe()
+        return jax.tree.map(lambda x: self._per_shard_aval(jax.typeof(x), spec, label), value)
+
+    def _after_trace(self, entry: TracedCall, dyn_args: tuple, dyn_kwargs: dict) -> None:
+        extra = entry.extra
+        specs = extra["state_specs"]
+        paths = extra["paths"]
+        in_specs = [specs[id(s)] for s in entry.in_states]
+        split_positions = [k for k, spec in enumerate(in_specs) if spec == "split"]
+        split_ids = {id(entry.in_states[k]) for k in split_positions}
+        written, written_specs, mask = [], [], []
+        for state in entry.out_states:
+            if id(state) in split_ids:
+                mask.append(False)
+                continue
+            spec = self._state_spec(state, self._out_rules, paths)
+            if spec is None:
+                in_spec = specs.get(id(state))
+                spec = in_spec if isinstance(in_spec, PartitionSpec) else _REPLICATED
+            for leaf in jax.tree.leaves(state._value):
+                self._per_shard_aval(jax.typeof(leaf), spec, f"{state.describe()} (state_out_specs)")
+            mask.append(True)
+            written.append(state)
+            written_specs.append(spec)
+        extra["in_specs"] = [_REPLICATED if s == "split" else s for s in in_specs]
+        extra["split_positions"] = split_positions
+        extra["written_mask"] = mask
+        extra["written_specs"] = written_specs
+        extra["write_back"] = written + [entry.in_states[k] for k in split_positions]
+
+    # ------------------------------------------------------------------ compiling and calling
+    def _compile(self, entry: TracedCall) -> Callable[..., Any]:
+        extra = entry.extra
+        in_states = entry.in_states
+        out_states = entry.out_states
+        touched = list(dict.fromkeys(in_states + out_states))
+        split_positions = extra["split_positions"]
+        mask = extra["written_mask"]
+        axis_names = tuple(self.mesh.axis_names)
+        num_shards = self.mesh.size
+        n_args = entry.key[0]
+
+        def shard(state_values: list, *dyn_leaves: Any) -> tuple[Any, list, list]:
+            # jax.shard_map types every value with the mesh axes it varies over, so the
+            # user function runs again here, inside the shard_map trace, with each state
+            # holding its per-shard value (the replayed jaxpr would lack those types).
+            values = list(state_values)
+            next_keys = []
+            if split_positions:
+                index = jax.lax.axis_index(axis_names)
+                for k in split_positions:
+                    lane_keys, next_key = split_for_lanes(values[k], num_shards)
+                    values[k] = lane_keys[index]
+                    next_keys.append(next_key)
+            args, kwargs = self._rebuild_args(dyn_leaves, entry.dyn_treedef, (), (), n_args)
+            saved = [s._value for s in touched]
+            try:
+                for state, value in zip(in_states, values):
+                    state.restore_value(value)
+                with StateTraceStack("shard_map"):
+                    out = self.fun(*args, **kwargs)
+                written = [s._value for s, keep in zip(out_states, mask) if keep]
+            finally:
+                for state, value in zip(touched, saved):
+                    state.restore_value(value)
+            return out, written, next_keys
+
+        mapped = jax.shard_map(
+            shard,
+            mesh=self.mesh,
+            in_specs=(extra["in_specs"], *extra["leaf_specs"]),
+            out_specs=(self.out_specs, extra["written_specs"], [_REPLICATED] * len(split_positions)),
+            check_vma=self.check_vma,
+        )
+
+        state_shardings = [NamedSharding(self.mesh, s) for s in extra["in_specs"]]
+        leaf_shardings = [NamedSharding(self.mesh, s) for s in extra["leaf_specs"]]
+        extra["shardings"] = (state_shardings, leaf_shardings)
+        explicit = any(t == jax.sharding.AxisType.Explicit for t in self.mesh.axis_types)
+
+        def program(state_values: list, *dyn_leaves: Any) -> tuple[Any, list]:
+            if explicit:
+                # Explicit mesh axes carry shardings in the types: move the inputs to
+                # the layout the specs ask for (a no-op when they are already there).
+                state_values = [jax.reshard(v, s) for v, s in zip(state_values, state_shardings)]
+                dyn_leaves = tuple(jax.reshard(x, s) for x, s in zip(dyn_leaves, leaf_shardings))
+            out, written, next_keys = mapped(state_values, *dyn_leaves)
+            return out, written + next_keys
+
+        return jax.jit(program)
+
+    def _place(self, entry: TracedCall, values: list, leaves: list) -> tuple[list, list]:
+        # On a mesh that spans processes every input must be a global array with the
+        # mesh's sharding; in one process jit moves data itself.
+        if jax.process_count() == 1:
+            return values, leaves
+        state_shardings, leaf_shardings = entry.extra["shardings"]
+        values = [_put(v, s) for v, s in zip(values, state_shardings)]
+        leaves = [_put(x, s) for x, s in zip(leaves, leaf_shardings)]
+        return values, leaves
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        entry, leaves = self._lookup(args, kwargs)
+        values, leaves = self._place(entry, read_state_values(entry.in_states), leaves)
+        out, new_values = entry.compiled(values, *leaves)
+        write_state_values(entry.extra["write_back"], new_values, "shard_map")
+        return out
+
+
+def _put(value: Any, sharding: NamedSharding) -> Any:
+    def put(x: Any) -> Any:
+        if isinstance(x, jax.core.Tracer) or getattr(x, "sharding", None) == sharding:
+            return x
+        return jax.make_array_from_callback(jax.numpy.shape(x), sharding, lambda idx: jax.numpy.asarray(x)[idx])
+
+    return jax.tree.map(put, value)
+
+
+def shard_map(
+    fun: Callable[..., Any],
+    mesh: Mesh,
+    in_specs: Any,
+    out_specs: Any,
+    *,
+    state_in_specs: PartitionSpec | dict | None = None,
+    state_out_specs: PartitionSpec | dict | None = None,
+    check_vma: bool = True,
+) -> ShardMapFunction:
+    """Map a stateful function over shards of data on a device mesh (SPMD), like ``jax.shard_map``.
+
+    States are replicated on every device unless ``state_in_specs`` gives them a
+    ``PartitionSpec``: one spec for every state, or a dict whose keys are States
+    or filters (``{OfType(ParamState): P()}``; the first match wins). Written
+    states come back with ``state_out_specs`` (default: the spec they came in
+    with). RandomStates holding one key get a distinct key per shard. Positional
+    arguments are sharded by ``in_specs`` (one spec per argument, or one for all);
+    keyword arguments are replicated. The program is traced once per call
+    signature and cached as ``jax.jit(jax.shard_map(...))``, so an eager call is
+    one dispatch; it also works inside ``jax.jit`` and on meshes spanning several
+    processes (``jax.distributed``).
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from jax.sharding import PartitionSpec as P
+        >>> from state_core import State
+        >>> from state_transform import shard_map
+        >>> mesh = jax.make_mesh((jax.device_count(),), ('x',))
+        >>> w = State(jnp.array(3.0))
+        >>> f = shard_map(lambda data: data * w.value, mesh, in_specs=(P('x'),), out_specs=P('x'))
+        >>> f(jnp.arange(jax.device_count() * 2, dtype=jnp.float32))[:4]
+        Array([0., 3., 6., 9.], dtype=float32)
+    """
+    return ShardMapFunction(fun, mesh, in_specs, out_specs, state_in_specs, state_out_specs, check_vma)
