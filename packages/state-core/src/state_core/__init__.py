@@ -31,6 +31,7 @@ from ._state import (
 from ._stateful_function import (
     StaleTraceError,
     StatefulFunction,
+    canonical_signature,
     check_state_avals,
     unflatten_states,
     TracedCall,
@@ -38,7 +39,7 @@ from ._stateful_function import (
     read_state_values,
     write_state_values,
 )
-from ._trace import NewStateCatcher, StateTraceStack, catch_new_states
+from ._trace import NewStateCatcher, StateTraceStack, active_trace_stacks, catch_new_states
 
 __all__ = [
     "__version__",
@@ -53,10 +54,12 @@ __all__ = [
     "check_not_state",
     "StateTraceStack",
     "catch_new_states",
+    "active_trace_stacks",
     "NewStateCatcher",
     "StatefulFunction",
     "TracedCall",
     "StaleTraceError",
+    "canonical_signature",
     "check_state_avals",
     "unflatten_states",
     "leaf_signature",

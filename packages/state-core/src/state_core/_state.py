@@ -9,7 +9,7 @@ import jax
 import numpy as np
 
 from ._context import CTX, user_call_site
-from ._jax_internals import is_tracer
+from ._jax_internals import current_trace, is_tracer
 from ._pretty import format_fields
 
 __all__ = [
@@ -198,6 +198,15 @@ class State(Generic[T]):
         self._check_write(new_value)
         stacks = CTX.stacks
         if len(stacks) > self._level:
+            if stacks[-1]._jax_trace is not current_trace() and _contains_tracer(new_value):
+                raise StateLeakError(
+                    f"{self.describe()} was written inside a JAX transformation that is not "
+                    "state-aware (for example the body of jax.lax.scan / jax.lax.cond, or a plain "
+                    "jax.vmap / jax.checkpoint) nested in a state-aware one. The traced value "
+                    "would leak out of that transformation. Carry the value through the "
+                    "transformation's outputs (e.g. the scan carry) and write the state after it, "
+                    "or use the state-aware version of the transformation."
+                )
             for stack in stacks[self._level :]:
                 stack._on_write(self)
         elif not self._born_traced and _contains_tracer(new_value):

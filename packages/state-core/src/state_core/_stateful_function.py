@@ -19,6 +19,7 @@ __all__ = [
     "TracedCall",
     "StaleTraceError",
     "leaf_signature",
+    "canonical_signature",
     "check_state_avals",
     "unflatten_states",
     "read_state_values",
@@ -50,6 +51,16 @@ def leaf_signature(x: Any) -> Hashable:
     if isinstance(x, (np.ndarray, np.generic)):
         return (x.shape, x.dtype, False)
     aval = jax.typeof(x)  # tracers and other jax values; raises TypeError for the rest
+    return (aval.shape, aval.dtype, aval.weak_type)
+
+
+def canonical_signature(x: Any) -> tuple:
+    """``(shape, dtype, weak_type)`` of the value JAX would trace for ``x``.
+
+    Unlike ``leaf_signature`` this canonicalises (a Python float is a weak
+    float32, a float64 NumPy array is float32 unless x64 is enabled).
+    """
+    aval = jax.typeof(x)
     return (aval.shape, aval.dtype, aval.weak_type)
 
 
@@ -302,7 +313,7 @@ class StatefulFunction:
             aval_leaves, aval_def = jax.tree.flatten(avals)
             tracers = [new_trace_input(box["trace"], a) for a in aval_leaves]
             in_states.append(state)
-            in_state_avals.append(tuple(leaf_signature(x) for x in jax.tree.leaves(value)))
+            in_state_avals.append(tuple(canonical_signature(x) for x in jax.tree.leaves(value)))
             return jax.tree.unflatten(aval_def, tracers)
 
         def traced(*flat: Any) -> Any:
@@ -332,12 +343,11 @@ class StatefulFunction:
         jaxpr = closed.jaxpr
         n_dyn = len(abstract)
         # Put state inputs first: (state values, dynamic args) is the documented order.
-        jaxpr = jex_core.Jaxpr(
-            jaxpr.constvars,
-            list(jaxpr.invars[n_dyn:]) + list(jaxpr.invars[:n_dyn]),
-            jaxpr.outvars,
-            jaxpr.eqns,
-            jaxpr.effects,
+        debug_info = jaxpr.debug_info
+        if debug_info is not None:
+            debug_info = debug_info._replace(arg_names=None)  # the inputs were reordered
+        jaxpr = jaxpr.replace(
+            invars=list(jaxpr.invars[n_dyn:]) + list(jaxpr.invars[:n_dyn]), debug_info=debug_info
         )
         closed = jex_core.ClosedJaxpr(jaxpr, closed.consts)
         out_shapes, _ = shapes
@@ -394,25 +404,46 @@ class StatefulFunction:
         try:
             out, new_values = entry.compiled(read_state_values(entry.in_states), *leaves)
         except StaleTraceError:
-            self._cache.pop(entry.key, None)
-            entry, leaves = self._lookup(args, kwargs)
+            entry, leaves = self._retrace(entry, args, kwargs)
             out, new_values = entry.compiled(read_state_values(entry.in_states), *leaves)
         write_state_values(entry.out_states, new_values, self.name)
         return out
+
+    def _retrace(self, entry: TracedCall, args: tuple, kwargs: dict) -> tuple[TracedCall, list]:
+        """Forget a trace whose states changed shape/dtype and trace again."""
+        self._cache.pop(entry.key, None)
+        return self._lookup(args, kwargs)
 
     def jaxpr_call(self, state_values: Sequence[Any], *args: Any, **kwargs: Any) -> tuple[list, Any]:
         """Evaluate the traced program for these arguments without touching any state.
 
         Args:
-            state_values: values for ``get_read_states()``-in-read-order, i.e. the
-                input states of this signature (see ``TracedCall.in_states``).
+            state_values: one value per input state of this signature, in read order
+                (``get_traced_call().in_states``: states read before any write).
 
         Returns:
             ``(new values of the written states, output)``.
         """
         entry, leaves = self._lookup(args, kwargs)
-        out, new_values = self._pure_function(entry)(list(state_values), *leaves)
-        return new_values, out
+        state_values = list(state_values)
+        if len(state_values) != len(entry.in_states):
+            raise ValueError(
+                f"jaxpr_call: {self.name} reads {len(entry.in_states)} state(s) for this signature "
+                f"but {len(state_values)} value(s) were given (see get_traced_call().in_states)."
+            )
+        for state, value, expected in zip(entry.in_states, state_values, entry.in_state_avals):
+            got = tuple((sig[0], sig[1]) for sig in map(canonical_signature, jax.tree.leaves(value)))
+            if got != tuple((sig[0], sig[1]) for sig in expected):
+                raise ValueError(
+                    f"jaxpr_call: the value given for {state.describe()} has shapes/dtypes {got}, "
+                    f"but {self.name} was traced with {tuple(expected)}."
+                )
+        run = jex_core.jaxpr_as_fun(entry.closed_jaxpr)
+        state_leaves = [leaf for v in state_values for leaf in jax.tree.leaves(v)]
+        flat = run(*state_leaves, *leaves)
+        out = jax.tree.unflatten(entry.out_treedef, flat[: entry.n_out_leaves])
+        out_defs = [jax.tree.structure(s._value) for s in entry.out_states]
+        return unflatten_states(out_defs, flat[entry.n_out_leaves :]), out
 
     def make_jaxpr(self, *args: Any, **kwargs: Any) -> Any:
         """Trace (if needed) for these arguments and return the closed jaxpr."""
@@ -478,7 +509,7 @@ def check_state_avals(entry: TracedCall, state_values: Sequence[Any], expected: 
     leaves: list[Any] = []
     for value, avals in zip(state_values, expected):
         value_leaves = jax.tree.leaves(value)
-        if tuple(leaf_signature(x) for x in value_leaves) != avals:
+        if tuple(canonical_signature(x) for x in value_leaves) != avals:
             raise StaleTraceError()
         leaves.extend(value_leaves)
     return leaves

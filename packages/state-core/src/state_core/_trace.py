@@ -5,12 +5,24 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable
 
 from ._context import CTX
-from ._jax_internals import is_tracer
+from ._jax_internals import current_trace, is_tracer
 from ._state import State
 
 import jax
 
-__all__ = ["StateTraceStack", "catch_new_states", "NewStateCatcher"]
+__all__ = ["StateTraceStack", "catch_new_states", "NewStateCatcher", "active_trace_stacks"]
+
+
+def active_trace_stacks() -> int:
+    """How many ``StateTraceStack`` blocks are active in this thread (0 when eager).
+
+    Example:
+        >>> from state_core import StateTraceStack, active_trace_stacks
+        >>> with StateTraceStack():
+        ...     active_trace_stacks()
+        1
+    """
+    return len(CTX.stacks)
 
 
 class StateTraceStack:
@@ -51,12 +63,14 @@ class StateTraceStack:
         # value the traced code should see (typically a fresh trace input).
         self._first_read_hook: Callable[[State], Any] | None = None
         self._is_jaxpr_trace = False
+        self._jax_trace: Any = None  # the JAX trace that was current when the block began
 
     # -- context management -----------------------------------------------------------
     def __enter__(self) -> "StateTraceStack":
         if self._active:
             raise RuntimeError("A StateTraceStack cannot be entered twice at the same time.")
         self._active = True
+        self._jax_trace = current_trace()
         CTX.stacks.append(self)
         return self
 

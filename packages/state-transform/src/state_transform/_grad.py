@@ -31,6 +31,8 @@ class GradFunction(StatefulFunction):
         return_value: bool = False,
     ) -> None:
         super().__init__(fun, name=getattr(fun, "__name__", None))
+        if isinstance(grad_states, dict) and type(grad_states) is not dict:
+            grad_states = dict(grad_states)  # e.g. a StateDict from Module.states()
         states, self._grad_treedef = jax.tree.flatten(grad_states, is_leaf=_is_state)
         for s in states:
             if not isinstance(s, State):

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import itertools
+import threading
 import warnings
 from typing import Any, Callable, Hashable, Iterable
 
 import jax
 import jax.extend.core as jex_core
-from state_core import State, StatefulFunction, TracedCall, states_of_callable
 from state_core import (
     StaleTraceError,
+    State,
+    StatefulFunction,
+    TracedCall,
+    active_trace_stacks,
+    states_of_callable,
+    canonical_signature,
     leaf_signature,
     read_state_values,
     unflatten_states,
@@ -26,11 +33,19 @@ _POLICIES = ("raise", "warn", "ignore")
 _SPLIT = "split"  # mode of a RandomState whose single key is split into one key per lane
 
 
-class _LaneAxis:
-    """A private axis name, used to find the lane index when the user gave none."""
+def _private_axis_name() -> str:
+    """A fresh axis name, used to find the lane index when the user gave none."""
+    return f"_state_lane_{next(_AXIS_COUNTER)}"
 
-    def __repr__(self) -> str:
-        return "<lane axis>"
+
+_AXIS_COUNTER = itertools.count()
+
+
+class _PmapTraces(threading.local):
+    depth = 0  # how many pmap2 traces are running (a nested pmap2 is vectorised)
+
+
+_PMAP_TRACES = _PmapTraces()
 
 
 class StatefulMapping(StatefulFunction):
@@ -151,10 +166,18 @@ class StatefulMapping(StatefulFunction):
         outer = self._scratch
         paths = states_of_callable(self.origin_fun).paths_by_state()
         guess = None
+        is_pmap = self.mapping_fn is jax.pmap
         try:
             for _ in range(2):
-                self._scratch = {"paths": paths, "modes": {}, "sizes": [], "size_guess": guess}
-                entry = super()._trace(key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs)
+                self._scratch = {"paths": paths, "modes": {}, "sizes": [], "size_guess": guess, "split": []}
+                _PMAP_TRACES.depth += is_pmap
+                try:
+                    entry = super()._trace(key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs)
+                except Exception:
+                    self._advance_after_failed_trace()
+                    raise
+                finally:
+                    _PMAP_TRACES.depth -= is_pmap
                 entry.extra.update(self._scratch)
                 size = self._decide_axis_size(entry.extra["sizes"])
                 used = self._scratch.get("size_used")
@@ -166,6 +189,18 @@ class StatefulMapping(StatefulFunction):
             return entry
         finally:
             self._scratch = outer
+
+    def _advance_after_failed_trace(self) -> None:
+        # Randomness is consumed even by a failed call, so a retry draws new numbers.
+        scratch = self._scratch
+        if active_trace_stacks() or not scratch["split"]:
+            return
+        try:
+            size = self._decide_axis_size(scratch["sizes"])
+        except ValueError:
+            return
+        for state in scratch["split"]:
+            state.restore_value(split_for_lanes(state._value, size)[1])
 
     def _axis_env(self) -> list[tuple[Any, int]] | None:
         if self.axis_name is None:
@@ -218,6 +253,7 @@ class StatefulMapping(StatefulFunction):
             # One key for the whole call: give every lane its own key (an explicit
             # None in state_in_axes instead broadcasts the same key to all lanes).
             scratch["modes"][id(state)] = _SPLIT
+            scratch["split"].append(state)
             return jax.tree.map(_full_aval, value)
         if axis is _UNDECLARED or axis is None:
             scratch["modes"][id(state)] = None
@@ -248,7 +284,7 @@ class StatefulMapping(StatefulFunction):
         for state, mode in zip(entry.in_states, in_modes):
             varying_in.extend([mode is not None] * len(jax.tree.leaves(state._value)))
         varying_in.extend(axis is not None for axis in extra["leaf_axes"])
-        axis_name = self.axis_name if self.axis_name is not None else _LaneAxis()
+        axis_name = self.axis_name if self.axis_name is not None else _private_axis_name()
         extra["axis_name"] = axis_name
         varying = varying_outputs(entry.closed_jaxpr.jaxpr, varying_in, self.axis_name)
         written_varying = varying[entry.n_out_leaves :]
@@ -291,7 +327,8 @@ class StatefulMapping(StatefulFunction):
                 "Every mapped argument and state must have the same size along its mapped axis."
             )
         size = sizes[0][0]
-        limit = self._device_limit() if self._device_limit is not None else None
+        nested = _PMAP_TRACES.depth > (self.mapping_fn is jax.pmap)
+        limit = self._device_limit() if self._device_limit is not None and not nested else None
         if limit is not None and size > limit:
             raise ValueError(
                 f"{self.name}: the mapped axis has size {size} but only {limit} "
@@ -358,28 +395,43 @@ class StatefulMapping(StatefulFunction):
                 leaves.extend(jax.tree.leaves(value))
             if [leaf_signature(x) for x in leaves] != lane_avals:
                 raise StaleTraceError()
+            if lanes is not None:
+                dyn_leaves = dyn_leaves[:-1]
             flat = run(*leaves, *dyn_leaves)
             out = jax.tree.unflatten(out_treedef, flat[:n_out])
             written = [v for v, keep in zip(unflatten_states(out_defs, flat[n_out:]), mask) if keep]
             return out, written, next_keys
 
         in_axes = [None if m == _SPLIT else m for m in extra["in_modes"]]
+        leaf_axes = list(extra["leaf_axes"])
         kwargs = dict(self.mapping_kwargs)
-        if not extra["sizes"]:  # nothing is mapped: the size comes from axis_size alone
-            kwargs["axis_size"] = size
+        mapping_fn = self.mapping_fn
+        if mapping_fn is jax.pmap and _PMAP_TRACES.depth > 0:
+            # jax.pmap cannot be nested in another pmap on current JAX; inside an
+            # outer pmap2 the inner axis is vectorised on each outer device instead
+            # (collectives over both axis names still work).
+            mapping_fn = jax.vmap
+            kwargs = {}
+        # When nothing is mapped (the size comes from axis_size alone) a dummy lane
+        # index array is mapped instead: jax.pmap needs at least one mapped input.
+        lanes = None if extra["sizes"] else jax.numpy.arange(size, dtype=jax.numpy.int32)
+        if lanes is not None:
+            leaf_axes.append(0)
         if self._donate_positions:
             kwargs["donate_argnums"] = tuple(
                 1 + j for j, p in enumerate(extra["leaf_positions"]) if p in self._donate_positions
             )
-        mapped = self.mapping_fn(
+        mapped = mapping_fn(
             lane,
-            in_axes=(in_axes, *extra["leaf_axes"]),
+            in_axes=(in_axes, *leaf_axes),
             out_axes=(self.out_axes, extra["lane_written_axes"], [None] * len(split_positions)),
             axis_name=axis_name,
             **kwargs,
         )
 
         def program(state_values: list, *dyn_leaves: Any) -> tuple[Any, list]:
+            if lanes is not None:
+                dyn_leaves = (*dyn_leaves, lanes)
             out, written, next_keys = mapped(state_values, *dyn_leaves)
             return out, written + next_keys
 
@@ -393,14 +445,15 @@ class StatefulMapping(StatefulFunction):
         values = read_state_values(entry.in_states)
         try:
             out, new_values = entry.compiled(values, *leaves)
-        except StaleTraceError:
-            self._cache.pop(entry.key, None)
-            entry, leaves = self._lookup(args, kwargs)
+        except Exception as err:
+            # A state that changed shape since the trace makes the cached program stale;
+            # JAX may notice first (e.g. inconsistent mapped sizes): trace again.
+            if not isinstance(err, StaleTraceError) and not _states_changed(entry, values):
+                self._advance_random_states(entry, values)
+                raise
+            entry, leaves = self._retrace(entry, args, kwargs)
             values = read_state_values(entry.in_states)
             out, new_values = self._run_or_advance(entry, values, leaves)
-        except Exception:
-            self._advance_random_states(entry, values)
-            raise
         write_state_values(entry.extra["write_back"], new_values, self.name)
         return out
 
@@ -440,6 +493,13 @@ _UNDECLARED = _Undeclared()
 def _full_aval(leaf: Any) -> Any:
     aval = jax.typeof(leaf)
     return jax.core.ShapedArray(aval.shape, aval.dtype, weak_type=aval.weak_type)
+
+
+def _states_changed(entry: TracedCall, values: list) -> bool:
+    for value, expected in zip(values, entry.in_state_avals):
+        if tuple(canonical_signature(x) for x in jax.tree.leaves(value)) != expected:
+            return True
+    return False
 
 
 def _signature_of_aval(aval: Any) -> tuple:
