@@ -1,0 +1,33 @@
+"""Run every docstring example of state_core."""
+
+import doctest
+import importlib
+import pkgutil
+
+import pytest
+
+import state_core
+
+MODULES = ["state_core"] + sorted(
+    f"state_core.{info.name}" for info in pkgutil.iter_modules(state_core.__path__)
+)
+
+
+def test_module_list_is_complete():
+    for name in ["_state", "_trace", "_filter", "filter", "_collection", "_stateful_function",
+                 "_jax_internals", "_context", "_pretty"]:
+        assert f"state_core.{name}" in MODULES
+
+
+def test_doctests_of_every_module():
+    failures, attempted = {}, 0
+    for name in MODULES:
+        module = importlib.import_module(name)
+        result = doctest.testmod(
+            module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE, verbose=False, report=False
+        )
+        attempted += result.attempted
+        if result.failed:
+            failures[name] = result.failed
+    assert failures == {}
+    assert attempted >= 50  # the package documents its API with examples

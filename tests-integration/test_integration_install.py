@@ -1,0 +1,168 @@
+"""Each distribution builds its own wheel and installs alone, pulling in only the layers below it.
+
+The wheels of the four packages are built once (``pip wheel --no-deps``, with the
+machine's hatchling, no network). For every layer a fresh ``python -m venv``
+is made with ``--system-site-packages`` (so jax / numpy come from the machine and
+nothing is downloaded) and the layer is installed from the local wheels only
+(``--no-index --find-links``). Then, with ``PYTHONPATH`` cleared so that the
+source tree cannot leak in:
+
+* ``pip list --local`` lists exactly the expected ``state-*`` distributions;
+* ``import <name>`` works and resolves to the venv's site-packages, with the
+  version of ``__about__.py``; a tiny computation through the layer runs;
+* the layers above are not importable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+ORDER = ["state-core", "state-random", "state-transform", "state-nn"]
+IMPORT_NAME = {d: d.replace("-", "_") for d in ORDER}
+# A layer pulls in itself and every layer below it, nothing else of ours.
+EXPECTED = {d: set(ORDER[: i + 1]) for i, d in enumerate(ORDER)}
+# Direct dependencies declared in each wheel (DESIGN.md §1).
+DIRECT_DEPS = {
+    "state-core": {"jax", "numpy"},
+    "state-random": {"state-core"},
+    "state-transform": {"state-core", "state-random"},
+    "state-nn": {"state-core", "state-random", "state-transform"},
+}
+SMOKE = {
+    "state-core": (
+        "import jax.numpy as jnp, state_core\n"
+        "w = state_core.ParamState(jnp.ones(3))\n"
+        "f = state_core.StatefulFunction(lambda x: (w.value * x).sum())\n"
+        "result = float(f(jnp.arange(3.0)))\n",
+        3.0,
+    ),
+    "state-random": (
+        "import jax, state_random\n"
+        "state_random.seed(42)\n"
+        "x = state_random.normal()\n"
+        "result = float(x - jax.random.normal(jax.random.split(jax.random.key(42), 2)[1], ()))\n",
+        0.0,
+    ),
+    "state-transform": (
+        "import jax.numpy as jnp, state_transform\n"
+        "result = float(state_transform.vmap2(lambda x: x ** 2)(jnp.arange(4.0)).sum())\n",
+        14.0,
+    ),
+    "state-nn": (
+        "import jax.numpy as jnp, state_nn\n"
+        "layer = state_nn.Linear(3, 2, w_init=jnp.ones((3, 2)))\n"
+        "result = float(layer(jnp.array([1.0, 2.0, 3.0])).sum())\n",
+        12.0,
+    ),
+}
+
+
+def _clean_env() -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "PIP_REQUIRE_VIRTUALENV")}
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    env["PIP_NO_INPUT"] = "1"
+    env["JAX_PLATFORMS"] = "cpu"
+    return env
+
+
+def _run(cmd: list, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+    proc = subprocess.run(cmd, cwd=cwd, env=_clean_env(), capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, (
+        f"command failed (exit {proc.returncode}): {' '.join(map(str, cmd))}\n"
+        f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
+    )
+    return proc
+
+
+def _version(dist: str) -> str:
+    about = ROOT / "packages" / dist / "src" / IMPORT_NAME[dist] / "__about__.py"
+    match = re.search(r"__version__\s*=\s*[\"']([^\"']+)[\"']", about.read_text())
+    assert match, f"no __version__ in {about}"
+    return match.group(1)
+
+
+@pytest.fixture(scope="module")
+def wheelhouse(tmp_path_factory) -> Path:
+    pytest.importorskip("hatchling", reason="building the wheels offline needs hatchling installed")
+    dist = tmp_path_factory.mktemp("wheels") / "dist"
+    _run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
+         "-w", str(dist), *[str(ROOT / "packages" / d) for d in ORDER]],
+        cwd=ROOT,
+        timeout=180,
+    )
+    return dist
+
+
+def _wheel_for(wheelhouse: Path, dist: str) -> Path:
+    found = sorted(wheelhouse.glob(f"{IMPORT_NAME[dist]}-*.whl"))
+    assert len(found) == 1, f"expected one wheel for {dist} in {wheelhouse}, found {[p.name for p in found]}"
+    return found[0]
+
+
+@pytest.mark.parametrize("dist", ORDER)
+def test_wheel_contents_and_metadata(wheelhouse, dist):
+    wheel = _wheel_for(wheelhouse, dist)
+    name = IMPORT_NAME[dist]
+    assert wheel.name.startswith(f"{name}-{_version(dist)}-py3-none-any"), wheel.name
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        metadata_path = next(n for n in names if n.endswith(".dist-info/METADATA"))
+        metadata = zf.read(metadata_path).decode()
+    top_level = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert top_level == {name}, f"{wheel.name} ships other top-level entries: {sorted(top_level)}"
+    assert f"{name}/__init__.py" in names and f"{name}/__about__.py" in names
+    assert not any("/tests/" in n or n.startswith("tests/") for n in names), "tests shipped in the wheel"
+    requires = [line.split(":", 1)[1].strip() for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
+    dep_names = {re.split(r"[\s<>=!~;\[(]", r, maxsplit=1)[0].lower().replace("_", "-") for r in requires}
+    assert dep_names == DIRECT_DEPS[dist], f"{dist} Requires-Dist: {requires}"
+    for r in requires:
+        if r.startswith("state-"):
+            # Bounded ranges between our own packages (DESIGN.md §1: e.g. >=0.1,<0.2).
+            assert "<" in r and ">=" in r, f"{dist}: unbounded requirement {r!r}"
+
+
+@pytest.mark.parametrize("dist", ORDER)
+def test_layer_installs_alone(wheelhouse, dist, tmp_path):
+    venv = tmp_path / "venv"
+    _run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], cwd=tmp_path)
+    py = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    assert py.exists()
+    pip = [sys.executable, "-m", "pip", "--python", str(py)]
+    _run([*pip, "install", "-q", "--no-index", "--find-links", str(wheelhouse), dist], cwd=tmp_path)
+
+    listed = json.loads(_run([*pip, "list", "--local", "--format=json"], cwd=tmp_path).stdout)
+    ours = {p["name"].lower().replace("_", "-"): p["version"] for p in listed if p["name"].lower().startswith("state")}
+    assert set(ours) == EXPECTED[dist], f"installing {dist} gave {sorted(ours)}; expected {sorted(EXPECTED[dist])}"
+    for d, v in ours.items():
+        assert v == _version(d), f"{d} installed as {v}, __about__ says {_version(d)}"
+
+    name = IMPORT_NAME[dist]
+    code, expected_result = SMOKE[dist]
+    above = [IMPORT_NAME[d] for d in ORDER[ORDER.index(dist) + 1 :]]
+    script = (
+        "import importlib.util, json\n"
+        f"import {name}\n"
+        f"{code}"
+        f"missing = [n for n in {above!r} if importlib.util.find_spec(n) is None]\n"
+        f"print(json.dumps({{'file': {name}.__file__, 'version': {name}.__version__, "
+        "'result': result, 'missing': missing}))\n"
+    )
+    out = _run([str(py), "-c", script], cwd=tmp_path).stdout.strip().splitlines()[-1]
+    info = json.loads(out)
+    site = Path(info["file"]).resolve()
+    assert venv.resolve() in site.parents, f"{name} imported from {site}, not from the venv"
+    assert info["version"] == _version(dist)
+    assert info["result"] == pytest.approx(expected_result, abs=1e-6)
+    assert info["missing"] == above, f"layers above {dist} are importable in its venv: {info}"
