@@ -7,6 +7,10 @@ API for adding an input to a trace that is already running; the two calls below
 use the trace object that ``jax.extend.core.take_current_trace`` hands out.
 ``tests/test_jax_internals.py`` pins this behaviour so a JAX upgrade that breaks
 it fails loudly in one place.
+
+``ArrayImpl`` (the class of concrete arrays) is imported rather than found with
+``type(jnp.zeros(()))`` because creating an array would start the JAX backend at
+import time, before users can set ``jax_num_cpu_devices``.
 """
 
 from __future__ import annotations
@@ -21,7 +25,15 @@ try:  # the location has been stable since the "stackless" rewrite of JAX (0.4.3
 except ImportError:  # pragma: no cover - exercised only on an incompatible JAX
     _source_info_util = None
 
-__all__ = ["current_trace", "new_trace_input", "is_tracer"]
+try:  # the concrete array class, for a fast exact-type check on hot paths
+    from jax._src.array import ArrayImpl
+except ImportError:  # pragma: no cover - exercised only on an incompatible JAX
+
+    class ArrayImpl:  # type: ignore[no-redef]
+        """Placeholder: nothing is an instance, so the generic (slower) paths are used."""
+
+
+__all__ = ["current_trace", "new_trace_input", "is_tracer", "ArrayImpl"]
 
 _Tracer = jax.core.Tracer
 

@@ -10,7 +10,7 @@ import jax.extend.core as jex_core
 import numpy as np
 
 from ._context import CTX
-from ._jax_internals import current_trace, is_tracer, new_trace_input
+from ._jax_internals import ArrayImpl, current_trace, is_tracer, new_trace_input
 from ._state import State, StateLeakError, check_not_state
 from ._trace import StateTraceStack
 
@@ -26,7 +26,7 @@ __all__ = [
     "write_state_values",
 ]
 
-_ArrayImpl = type(jax.numpy.zeros(()))
+_ArrayImpl = ArrayImpl
 _tree_flatten = jax.tree_util.tree_flatten
 _PY_SCALARS = (int, float, complex, bool)
 

@@ -1,0 +1,215 @@
+"""Argument validation shared by ``RandomState`` and the samplers.
+
+Every check here runs *before* a key is split, so a call that fails leaves the
+random state untouched. Checks that need concrete values (``p`` in ``[0, 1]``,
+``scale >= 0`` ...) are skipped for traced arguments.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any, Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = [
+    "Size",
+    "check_size",
+    "check_dims",
+    "check_count",
+    "float_dtype",
+    "int_dtype",
+    "as_param",
+    "concrete",
+    "check_values",
+    "check_less",
+    "check_sums_to_one",
+    "shape_of",
+    "index",
+    "out_shape",
+    "is_key",
+]
+
+Size = int | Sequence[int] | None
+
+_Tracer = jax.core.Tracer
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def check_count(n: Any, name: str, fn: str, minimum: int = 0) -> int:
+    """Return ``n`` as a Python int ``>= minimum``; ``TypeError``/``ValueError`` otherwise."""
+    if not _is_int(n):
+        raise TypeError(f"{fn}: `{name}` must be an int, got {type(n).__name__} {n!r}.")
+    n = int(n)
+    if n < minimum:
+        raise ValueError(f"{fn}: `{name}` must be >= {minimum}, got {n}.")
+    return n
+
+
+def check_size(size: Any, fn: str, name: str = "size") -> tuple[int, ...] | None:
+    """Normalise ``size`` (``None``, an int, or a tuple/list of ints) to ``None`` or a tuple."""
+    if size is None:
+        return None
+    if _is_int(size):
+        return (check_count(size, name, fn),)
+    if isinstance(size, (tuple, list)):
+        return tuple(check_count(d, f"{name}[{i}]", fn) for i, d in enumerate(size))
+    if isinstance(size, (np.ndarray, jax.Array)) and not isinstance(size, _Tracer):
+        arr = np.asarray(size)
+        if arr.ndim <= 1 and np.issubdtype(arr.dtype, np.integer):
+            return check_size(arr.tolist(), fn, name)
+    raise TypeError(
+        f"{fn}: `{name}` must be None, an int or a tuple of ints, got "
+        f"{type(size).__name__} {size!r}."
+    )
+
+
+def check_dims(dims: tuple[Any, ...], fn: str) -> tuple[int, ...]:
+    """Validate the ``*dn`` dimensions of ``rand`` / ``randn``."""
+    return tuple(check_count(d, f"dimension {i}", fn) for i, d in enumerate(dims))
+
+
+def _default_dtype(kind: type) -> np.dtype:
+    return np.dtype(jax.dtypes.canonicalize_dtype(kind))
+
+
+def float_dtype(dtype: Any, fn: str) -> np.dtype:
+    """The floating dtype to draw (default: JAX's default float, float32 unless x64)."""
+    if dtype is None:
+        return _default_dtype(float)
+    try:
+        dt = np.dtype(jax.dtypes.canonicalize_dtype(dtype))
+    except TypeError:
+        raise TypeError(f"{fn}: `dtype` must be a floating dtype, got {dtype!r}.") from None
+    if not jnp.issubdtype(dt, jnp.floating):
+        raise TypeError(f"{fn}: `dtype` must be a floating dtype, got {dt}.")
+    return dt
+
+
+def int_dtype(dtype: Any, fn: str) -> np.dtype:
+    """The integer dtype to draw (default: JAX's default int, int32 unless x64)."""
+    if dtype is None:
+        return _default_dtype(int)
+    try:
+        dt = np.dtype(jax.dtypes.canonicalize_dtype(dtype))
+    except TypeError:
+        raise TypeError(f"{fn}: `dtype` must be an integer dtype, got {dtype!r}.") from None
+    if not jnp.issubdtype(dt, jnp.integer):
+        raise TypeError(f"{fn}: `dtype` must be an integer dtype, got {dt}.")
+    return dt
+
+
+def as_param(x: Any, name: str, fn: str) -> Any:
+    """Pass numbers and arrays through; turn lists/tuples into arrays; reject the rest."""
+    if isinstance(x, (list, tuple)):
+        return jnp.asarray(x)
+    if isinstance(x, (str, bytes)) or x is None:
+        raise TypeError(f"{fn}: `{name}` must be a number or an array, got {type(x).__name__} {x!r}.")
+    return x
+
+
+def concrete(x: Any) -> np.ndarray | None:
+    """``x`` as a NumPy array, or ``None`` when it is traced (value unknown)."""
+    if isinstance(x, _Tracer):
+        return None
+    try:
+        return np.asarray(x)
+    except Exception:  # e.g. a jax array that is not addressable here
+        return None
+
+
+def _summary(arr: np.ndarray) -> str:
+    if arr.ndim == 0:
+        return str(arr[()])
+    flat = arr.astype(np.float64)
+    nan = " (contains NaN)" if np.isnan(flat).any() else ""
+    if np.isnan(flat).all():
+        return "an array of NaN"
+    return f"an array with min {str(np.nanmin(arr))} and max {str(np.nanmax(arr))}{nan}"
+
+
+def check_values(x: Any, name: str, fn: str, ok: Callable[[np.ndarray], np.ndarray], what: str) -> None:
+    """Raise ``ValueError`` if the concrete value of ``x`` violates ``ok`` (skipped when traced)."""
+    arr = concrete(x)
+    if arr is None or arr.size == 0:
+        return
+    if not np.issubdtype(arr.dtype, np.number) and arr.dtype != np.bool_:
+        raise TypeError(f"{fn}: `{name}` must be numeric, got dtype {arr.dtype}.")
+    with np.errstate(invalid="ignore"):
+        good = np.all(ok(arr.astype(np.float64)))
+    if not good:
+        raise ValueError(f"{fn}: `{name}` must be {what}, got {_summary(arr)}.")
+
+
+def check_less(lo: Any, hi: Any, names: tuple[str, str], fn: str) -> None:
+    """Raise ``ValueError`` unless ``lo < hi`` everywhere (skipped when either is traced)."""
+    a, b = concrete(lo), concrete(hi)
+    if a is None or b is None:
+        return
+    try:
+        bad = not np.all(np.asarray(a, np.float64) < np.asarray(b, np.float64))
+    except ValueError:  # shapes do not broadcast; reported by out_shape
+        return
+    if bad:
+        raise ValueError(
+            f"{fn}: `{names[0]}` must be less than `{names[1]}` everywhere, got "
+            f"{names[0]}={_summary(a)} and {names[1]}={_summary(b)}."
+        )
+
+
+def check_sums_to_one(p: Any, name: str, fn: str) -> None:
+    """Raise ``ValueError`` unless the concrete ``p`` sums to 1 (within float32 tolerance)."""
+    arr = concrete(p)
+    if arr is None:
+        return
+    total = float(np.sum(arr, dtype=np.float64))
+    if not abs(total - 1.0) <= 1e-5:
+        raise ValueError(f"{fn}: the probabilities `{name}` must sum to 1, they sum to {total!r}.")
+
+
+def out_shape(size: tuple[int, ...] | None, fn: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """The output shape: ``size`` (checked against the parameter shapes) or their broadcast."""
+    try:
+        bshape = np.broadcast_shapes(*shapes) if shapes else ()
+    except ValueError:
+        raise ValueError(
+            f"{fn}: the parameter shapes {', '.join(map(str, shapes))} do not broadcast together."
+        ) from None
+    if size is None:
+        return tuple(bshape)
+    try:
+        full = np.broadcast_shapes(size, bshape)
+    except ValueError:
+        full = None
+    if full != tuple(size):
+        raise ValueError(
+            f"{fn}: `size` {tuple(size)} is not compatible with the parameter shape "
+            f"{tuple(bshape)}; the parameters must broadcast to `size`."
+        )
+    return tuple(size)
+
+
+def shape_of(x: Any) -> tuple[int, ...]:
+    """The shape of a number, array or tracer."""
+    return tuple(np.shape(x)) if not hasattr(x, "shape") else tuple(x.shape)
+
+
+def is_key(x: Any) -> bool:
+    """True when ``x`` (array or tracer) has a typed PRNG key dtype."""
+    dtype = getattr(x, "dtype", None)
+    return dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
+
+
+def index(x: Any, name: str, fn: str) -> int:
+    """``operator.index`` with a message naming the argument."""
+    if isinstance(x, (bool, np.bool_)):
+        raise TypeError(f"{fn}: `{name}` must be an int, got bool.")
+    try:
+        return operator.index(x)
+    except TypeError:
+        raise TypeError(f"{fn}: `{name}` must be an int, got {type(x).__name__} {x!r}.") from None
