@@ -97,6 +97,17 @@ class StateDict(dict):
         return f"StateDict({{{inner}}})"
 
 
+# A pytree that keeps insertion order (a plain dict would be sorted by key, which
+# fails for paths that mix ints and strings), so gradients w.r.t. a StateDict come
+# back as a StateDict with the same paths.
+jax.tree_util.register_pytree_with_keys(
+    StateDict,
+    lambda d: (tuple((jax.tree_util.DictKey(k), v) for k, v in d.items()), tuple(d.keys())),
+    lambda keys, children: StateDict(zip(keys, children)),
+    flatten_func=lambda d: (tuple(d.values()), tuple(d.keys())),
+)
+
+
 def _children(obj: Any) -> Iterator[tuple[Hashable, Any]]:
     if isinstance(obj, dict):
         yield from obj.items()

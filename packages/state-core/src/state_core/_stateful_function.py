@@ -21,6 +21,7 @@ __all__ = [
     "leaf_signature",
     "canonical_signature",
     "check_state_avals",
+    "states_changed",
     "unflatten_states",
     "read_state_values",
     "write_state_values",
@@ -513,6 +514,14 @@ def check_state_avals(entry: TracedCall, state_values: Sequence[Any], expected: 
             raise StaleTraceError()
         leaves.extend(value_leaves)
     return leaves
+
+
+def states_changed(entry: TracedCall, values: Sequence[Any]) -> bool:
+    """True if ``values`` (one per input state) differ in shape/dtype from the trace."""
+    for value, expected in zip(values, entry.in_state_avals):
+        if tuple(canonical_signature(x) for x in jax.tree.leaves(value)) != expected:
+            return True
+    return False
 
 
 def unflatten_states(defs: Sequence[Any], flat: Sequence[Any]) -> list:

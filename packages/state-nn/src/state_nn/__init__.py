@@ -1,5 +1,33 @@
-"""state_nn: Neural-network layers and training utilities built on the state stack."""
+"""state_nn: stateful modules, ensembles (``Map``) and a few layers built on the state stack.
+
+``Module`` is a container of ``state_core`` States and sub-Modules; ``Map`` runs a
+Module as an ensemble of members with ``state_transform.vmap2`` or ``pmap2``;
+``Linear``, ``Dropout`` and ``Sequential`` are ready layers.
+
+Example:
+    >>> import jax.numpy as jnp
+    >>> import state_core, state_nn
+    >>> class Scale(state_nn.Module):
+    ...     def init_state(self):
+    ...         self.factor = state_core.ParamState(jnp.ones(()))
+    ...     def update(self, x):
+    ...         return self.factor.value * x
+    >>> ensemble = state_nn.Map(Scale(), init_map_size=3)
+    >>> ensemble.init_all_states()
+    >>> ensemble(jnp.array([1., 2., 3.]))
+    Array([1., 2., 3.], dtype=float32)
+"""
 
 from .__about__ import __version__
+from ._layers import Dropout, Linear, Sequential
+from ._map import Map
+from ._module import Module
 
-__all__ = ["__version__"]
+__all__ = [
+    "__version__",
+    "Module",
+    "Map",
+    "Linear",
+    "Dropout",
+    "Sequential",
+]

@@ -8,7 +8,7 @@ from typing import Any, Callable, Sequence
 import jax
 import jax.extend.core as jex_core
 import jax.numpy as jnp
-from state_core import State, StatefulFunction, TracedCall, unflatten_states
+from state_core import State, StateDict, StatefulFunction, TracedCall, unflatten_states
 
 __all__ = ["grad", "GradFunction"]
 
@@ -31,8 +31,6 @@ class GradFunction(StatefulFunction):
         return_value: bool = False,
     ) -> None:
         super().__init__(fun, name=getattr(fun, "__name__", None))
-        if isinstance(grad_states, dict) and type(grad_states) is not dict:
-            grad_states = dict(grad_states)  # e.g. a StateDict from Module.states()
         states, self._grad_treedef = jax.tree.flatten(grad_states, is_leaf=_is_state)
         for s in states:
             if not isinstance(s, State):
@@ -41,6 +39,7 @@ class GradFunction(StatefulFunction):
                     f"a {type(s).__name__}."
                 )
         self.grad_states = grad_states
+        self._returns_state_dict = isinstance(grad_states, StateDict)
         self._grad_state_list: list[State] = states
         if argnums is None and grad_states is None:
             argnums = 0
@@ -103,6 +102,19 @@ class GradFunction(StatefulFunction):
 
         return jax.jit(program)
 
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        result = super().__call__(*args, **kwargs)
+        if not self._returns_state_dict:
+            return result
+        # Gradients of Module.states() come back as a plain path -> array dict (in the
+        # states' order), the form optax and friends expect. Converted here, outside
+        # the compiled program, because JAX would sort a plain dict's mixed-type keys.
+        return jax.tree.map(
+            lambda x: dict(x) if isinstance(x, StateDict) else x,
+            result,
+            is_leaf=lambda x: isinstance(x, StateDict),
+        )
+
     def _assemble(self, state_grads: list, arg_grads: tuple, loss: Any, aux: Any) -> Any:
         if self.grad_states is not None:
             state_part = jax.tree.unflatten(self._grad_treedef, state_grads)
@@ -131,8 +143,9 @@ def grad(
 
     Args:
         fun: returns a scalar loss (or ``(loss, aux)`` with ``has_aux=True``).
-        grad_states: a State, or a list/tuple/dict of States, to differentiate with
-            respect to; the state gradients mirror this structure.
+        grad_states: a State, or a list/tuple/dict of States (e.g. ``module.states(ParamState)``),
+            to differentiate with respect to; the state gradients mirror this structure
+            (a plain dict for a ``StateDict``).
         argnums: positional argument(s) to differentiate with respect to. Defaults to
             0 when ``grad_states`` is None, and to none otherwise.
         has_aux: ``fun`` returns ``(loss, aux)``.

@@ -14,18 +14,15 @@ from state_core import (
     State,
     StatefulFunction,
     TracedCall,
-    active_trace_stacks,
     states_of_callable,
-    canonical_signature,
     leaf_signature,
-    read_state_values,
     unflatten_states,
-    write_state_values,
 )
-from state_random import is_random_state, is_single_key, split_for_lanes
+from state_random import is_random_state, is_single_key
 
 from ._axes import check_axis, format_sizes, leaf_in_axes, normalize_state_axes, remove_axis
 from ._dependence import varying_outputs
+from ._lanes import LaneProgramCalls, advance_keys, give_lanes_their_keys
 
 __all__ = ["StatefulMapping"]
 
@@ -48,7 +45,7 @@ class _PmapTraces(threading.local):
 _PMAP_TRACES = _PmapTraces()
 
 
-class StatefulMapping(StatefulFunction):
+class StatefulMapping(LaneProgramCalls, StatefulFunction):
     """Map a function that reads and writes States over an axis, with a cached compiled program.
 
     This is the engine behind ``vmap2`` and ``pmap2``. On the first call with a
@@ -193,14 +190,11 @@ class StatefulMapping(StatefulFunction):
     def _advance_after_failed_trace(self) -> None:
         # Randomness is consumed even by a failed call, so a retry draws new numbers.
         scratch = self._scratch
-        if active_trace_stacks() or not scratch["split"]:
-            return
         try:
             size = self._decide_axis_size(scratch["sizes"])
         except ValueError:
             return
-        for state in scratch["split"]:
-            state.restore_value(split_for_lanes(state._value, size)[1])
+        advance_keys(scratch["split"], [s._value for s in scratch["split"]], size)
 
     def _axis_env(self) -> list[tuple[Any, int]] | None:
         if self.axis_name is None:
@@ -382,14 +376,7 @@ class StatefulMapping(StatefulFunction):
             # if the states changed shape since our trace, the jaxpr is stale.
             if jax.lax.axis_size(axis_name) != size:
                 raise StaleTraceError()
-            values = list(state_values)
-            next_keys = []
-            if split_positions:
-                index = jax.lax.axis_index(axis_name)
-                for k in split_positions:
-                    lane_keys, next_key = split_for_lanes(values[k], size)
-                    values[k] = lane_keys[index]
-                    next_keys.append(next_key)
+            values, next_keys = give_lanes_their_keys(state_values, split_positions, size, axis_name)
             leaves = []
             for value in values:
                 leaves.extend(jax.tree.leaves(value))
@@ -440,39 +427,8 @@ class StatefulMapping(StatefulFunction):
         return jax.jit(program)
 
     # ------------------------------------------------------------------ calling
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        entry, leaves = self._lookup(args, kwargs)
-        values = read_state_values(entry.in_states)
-        try:
-            out, new_values = entry.compiled(values, *leaves)
-        except Exception as err:
-            # A state that changed shape since the trace makes the cached program stale;
-            # JAX may notice first (e.g. inconsistent mapped sizes): trace again.
-            if not isinstance(err, StaleTraceError) and not _states_changed(entry, values):
-                self._advance_random_states(entry, values)
-                raise
-            entry, leaves = self._retrace(entry, args, kwargs)
-            values = read_state_values(entry.in_states)
-            out, new_values = self._run_or_advance(entry, values, leaves)
-        write_state_values(entry.extra["write_back"], new_values, self.name)
-        return out
-
-    def _run_or_advance(self, entry: TracedCall, values: list, leaves: list) -> tuple[Any, list]:
-        try:
-            return entry.compiled(values, *leaves)
-        except Exception:
-            self._advance_random_states(entry, values)
-            raise
-
-    def _advance_random_states(self, entry: TracedCall, values: list) -> None:
-        # A failed call still consumes randomness, so a retry never reuses the same keys.
-        size = entry.extra["axis_size"]
-        for k in entry.extra["split_positions"]:
-            state = entry.in_states[k]
-            try:
-                state.restore_value(split_for_lanes(values[k], size)[1])
-            except Exception:  # pragma: no cover - under a foreign trace the key stays as is
-                pass
+    def _num_lanes(self, entry: TracedCall) -> int:
+        return entry.extra["axis_size"]
 
     def __repr__(self) -> str:
         return (
@@ -493,13 +449,6 @@ _UNDECLARED = _Undeclared()
 def _full_aval(leaf: Any) -> Any:
     aval = jax.typeof(leaf)
     return jax.core.ShapedArray(aval.shape, aval.dtype, weak_type=aval.weak_type)
-
-
-def _states_changed(entry: TracedCall, values: list) -> bool:
-    for value, expected in zip(values, entry.in_state_avals):
-        if tuple(canonical_signature(x) for x in jax.tree.leaves(value)) != expected:
-            return True
-    return False
 
 
 def _signature_of_aval(aval: Any) -> tuple:

@@ -11,13 +11,14 @@ from state_core import (
     State,
     StatefulFunction,
     StateTraceStack,
+    active_trace_stacks,
     TracedCall,
-    read_state_values,
     states_of_callable,
-    write_state_values,
 )
 from state_core.filter import to_predicate
-from state_random import is_random_state, is_single_key, split_for_lanes
+from state_random import is_random_state, is_single_key
+
+from ._lanes import LaneProgramCalls, advance_keys, give_lanes_their_keys
 
 __all__ = ["shard_map", "ShardMapFunction"]
 
@@ -46,7 +47,7 @@ def _normalize_state_specs(specs: Any, what: str) -> list[tuple[Any, PartitionSp
     raise TypeError(f"{what} must be None, a PartitionSpec, or a dict {{State or filter: PartitionSpec}}; got {specs!r}.")
 
 
-class ShardMapFunction(StatefulFunction):
+class ShardMapFunction(LaneProgramCalls, StatefulFunction):
     """The callable ``shard_map`` returns, compiled as ``jax.jit(jax.shard_map(...))`` per signature.
 
     On a new signature the function runs twice: once to discover the states it
@@ -66,7 +67,7 @@ class ShardMapFunction(StatefulFunction):
         state_out_specs: Any = None,
         check_vma: bool = True,
     ) -> None:
-        super().__init__(fun)
+        super().__init__(fun, name=f"shard_map({getattr(fun, '__name__', type(fun).__name__)})")
         if not isinstance(mesh, Mesh):
             raise TypeError(f"shard_map: mesh must be a jax.sharding.Mesh, got {type(mesh).__name__}.")
         self.mesh = mesh
@@ -130,11 +131,15 @@ class ShardMapFunction(StatefulFunction):
     # ------------------------------------------------------------------ tracing hooks
     def _trace(self, key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs) -> TracedCall:
         outer = self._scratch
-        self._scratch = {"paths": states_of_callable(self.fun).paths_by_state(), "state_specs": {}}
+        self._scratch = {"paths": states_of_callable(self.fun).paths_by_state(), "state_specs": {}, "split": []}
         try:
             entry = super()._trace(key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs)
             entry.extra.update(self._scratch)
             return entry
+        except Exception:
+            split = self._scratch["split"]
+            advance_keys(split, [st._value for st in split], self.mesh.size)
+            raise
         finally:
             self._scratch = outer
 
@@ -164,6 +169,7 @@ class ShardMapFunction(StatefulFunction):
         spec = self._state_spec(state, self._in_rules, scratch["paths"])
         if spec is None and is_random_state(state) and is_single_key(value):
             scratch["state_specs"][id(state)] = "split"
+            scratch["split"].append(state)
             return jax.tree.map(lambda x: self._per_shard_aval(jax.typeof(x), _REPLICATED, ""), value)
         spec = spec or _REPLICATED
         scratch["state_specs"][id(state)] = spec
@@ -213,14 +219,7 @@ class ShardMapFunction(StatefulFunction):
             # jax.shard_map types every value with the mesh axes it varies over, so the
             # user function runs again here, inside the shard_map trace, with each state
             # holding its per-shard value (the replayed jaxpr would lack those types).
-            values = list(state_values)
-            next_keys = []
-            if split_positions:
-                index = jax.lax.axis_index(axis_names)
-                for k in split_positions:
-                    lane_keys, next_key = split_for_lanes(values[k], num_shards)
-                    values[k] = lane_keys[index]
-                    next_keys.append(next_key)
+            values, next_keys = give_lanes_their_keys(state_values, split_positions, num_shards, axis_names)
             args, kwargs = self._rebuild_args(dyn_leaves, entry.dyn_treedef, (), (), n_args)
             saved = [s._value for s in touched]
             try:
@@ -258,31 +257,47 @@ class ShardMapFunction(StatefulFunction):
 
         return jax.jit(program)
 
-    def _place(self, entry: TracedCall, values: list, leaves: list) -> tuple[list, list]:
-        # On a mesh that spans processes every input must be a global array with the
-        # mesh's sharding; in one process jit moves data itself.
-        if jax.process_count() == 1:
-            return values, leaves
-        state_shardings, leaf_shardings = entry.extra["shardings"]
-        values = [_put(v, s) for v, s in zip(values, state_shardings)]
-        leaves = [_put(x, s) for x, s in zip(leaves, leaf_shardings)]
-        return values, leaves
+    def _num_lanes(self, entry: TracedCall) -> int:
+        return self.mesh.size
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        entry, leaves = self._lookup(args, kwargs)
-        values, leaves = self._place(entry, read_state_values(entry.in_states), leaves)
-        out, new_values = entry.compiled(values, *leaves)
-        write_state_values(entry.extra["write_back"], new_values, "shard_map")
-        return out
+    def _prepare_inputs(self, entry: TracedCall, values: list, leaves: list) -> tuple[list, list]:
+        state_shardings, leaf_shardings = entry.extra["shardings"]
+        if jax.process_count() > 1:
+            # On a mesh that spans processes every input must be a global array with
+            # the mesh's sharding (in one process jit moves data itself).
+            values = [_put(v, s) for v, s in zip(values, state_shardings)]
+            leaves = [_put(x, s) for x, s in zip(leaves, leaf_shardings)]
+        elif not active_trace_stacks():
+            # Keep state values on the mesh with their specs' shardings: written states
+            # come back placed, and read-only ones are stored placed, so the compiled
+            # program is not retraced for a new input sharding (e.g. after the user
+            # assigns a fresh array to a state).
+            for k, (state, value, sharding) in enumerate(zip(entry.in_states, values, state_shardings)):
+                placed = _put(value, sharding)
+                if placed is not value:
+                    values[k] = placed
+                    state.restore_value(placed)
+        return values, leaves
 
 
 def _put(value: Any, sharding: NamedSharding) -> Any:
-    def put(x: Any) -> Any:
-        if isinstance(x, jax.core.Tracer) or getattr(x, "sharding", None) == sharding:
-            return x
-        return jax.make_array_from_callback(jax.numpy.shape(x), sharding, lambda idx: jax.numpy.asarray(x)[idx])
-
-    return jax.tree.map(put, value)
+    """``value`` with every leaf on ``sharding``; ``value`` itself when nothing moved."""
+    leaves, treedef = jax.tree.flatten(value)
+    if all(getattr(x, "sharding", None) == sharding or isinstance(x, jax.core.Tracer) for x in leaves):
+        return value
+    with jax.ensure_compile_time_eval():  # concrete even under a plain jax.jit
+        if jax.process_count() == 1:
+            moved = [x if isinstance(x, jax.core.Tracer) else jax.device_put(x, sharding) for x in leaves]
+        else:
+            moved = [
+                x
+                if isinstance(x, jax.core.Tracer)
+                else jax.make_array_from_callback(
+                    jax.numpy.shape(x), sharding, lambda idx, x=x: jax.numpy.asarray(x)[idx]
+                )
+                for x in leaves
+            ]
+    return jax.tree.unflatten(treedef, moved)
 
 
 def shard_map(
@@ -316,7 +331,7 @@ def shard_map(
         >>> mesh = jax.make_mesh((jax.device_count(),), ('x',))
         >>> w = State(jnp.array(3.0))
         >>> f = shard_map(lambda data: data * w.value, mesh, in_specs=(P('x'),), out_specs=P('x'))
-        >>> f(jnp.arange(jax.device_count() * 2, dtype=jnp.float32))[:4]
-        Array([0., 3., 6., 9.], dtype=float32)
+        >>> f(jnp.arange(jax.device_count() * 2, dtype=jnp.float32)).tolist()[:4]
+        [0.0, 3.0, 6.0, 9.0]
     """
     return ShardMapFunction(fun, mesh, in_specs, out_specs, state_in_specs, state_out_specs, check_vma)

@@ -1,0 +1,533 @@
+"""``Map``: run a Module as an ensemble of members with ``vmap2`` / ``pmap2``."""
+
+from __future__ import annotations
+
+import collections
+import types
+from typing import Any, Callable, Dict, Hashable, List
+
+import jax
+import state_transform
+from state_core import State
+from state_core.filter import All, Any as AnyOf, Filter, FilterLike, Not, to_predicate
+
+from ._module import Module
+
+__all__ = ["Map"]
+
+_BEHAVIORS = ("vmap", "pmap")
+_MAX_CACHED_MAPS = 128
+
+
+class _MemberStates(Filter):
+    """Selects exactly the given state objects (a set lookup by identity)."""
+
+    def __init__(self, states: List[State]) -> None:
+        self.states = tuple(states)
+        self._ids = frozenset(id(s) for s in states)
+
+    def __call__(self, path: Any, state: Any) -> bool:
+        return id(state) in self._ids
+
+    def _key(self) -> tuple:
+        return (self._ids,)
+
+    def __repr__(self) -> str:
+        return f"MemberStates({len(self.states)} state(s))"
+
+
+def _normalize_user_axes(spec: Any, what: str) -> Dict[Any, Filter]:
+    """``None`` -> ``{}``; ``{axis: filter}`` -> ``{axis: Filter}``; a bare filter -> ``{0: filter}``."""
+    if spec is None:
+        return {}
+    if isinstance(spec, dict):
+        out: Dict[Any, Filter] = {}
+        for axis, filt in spec.items():
+            if axis is not None and (not isinstance(axis, int) or isinstance(axis, bool)):
+                raise ValueError(f"{what} keys must be ints (the mapped axis) or None (shared), got {axis!r}.")
+            out[axis] = to_predicate(filt)
+        return out
+    return {0: to_predicate(spec)}
+
+
+def _merge_state_axes(groups: Dict[Any, List[State]], user: Any, what: str) -> Dict[Any, Filter]:
+    """User entries first (they take priority), then the init groups ``{axis: [states]}``.
+
+    A member state that a user filter matches is left to that filter, so the
+    result does not depend on dict order when an axis appears in both.
+    """
+    merged = dict(_normalize_user_axes(user, what))
+    claimed = AnyOf(*merged.values()) if merged else None
+    for axis, states in groups.items():
+        if not states:
+            continue
+        filt: Filter = _MemberStates(states)
+        if claimed is not None:
+            filt = All(filt, Not(claimed))
+        merged[axis] = AnyOf(merged[axis], filt) if axis in merged else filt
+    return merged
+
+
+def _freeze(x: Any) -> Hashable:
+    """A hashable stand-in for an axes spec (lists/dicts become tuples)."""
+    if isinstance(x, dict):
+        return ("__dict__",) + tuple((k, _freeze(v)) for k, v in x.items())
+    if isinstance(x, (list, tuple)):
+        return (type(x).__name__,) + tuple(_freeze(v) for v in x)
+    if isinstance(x, State):
+        return ("__state__", id(x))
+    hash(x)
+    return x
+
+
+def _call_module(module: Any, args: tuple, kwargs: dict) -> Any:
+    return module(*args, **kwargs)
+
+
+def _method_runner(name: str) -> Callable[..., Any]:
+    def run(module: Any, args: tuple, kwargs: dict) -> Any:
+        return getattr(module, name)(*args, **kwargs)
+
+    run.__name__ = name
+    return run
+
+
+def _callable_runner(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def run(module: Any, args: tuple, kwargs: dict) -> Any:
+        return fn(module, *args, **kwargs)
+
+    run.__name__ = getattr(fn, "__name__", type(fn).__name__)
+    return run
+
+
+class _MapCache:
+    """Per-Map bookkeeping. It has no ``__dict__``, so state collection skips it."""
+
+    __slots__ = ("groups", "state_axes", "update", "maps", "resets")
+
+    def __init__(self) -> None:
+        self.groups: Dict[Any, List[State]] | None = None
+        self.state_axes: Dict[Any, Filter] | None = None
+        self.update: "_MapCaller | None" = None
+        self.maps: "collections.OrderedDict[Hashable, _MapCaller]" = collections.OrderedDict()
+        self.resets: Dict[Hashable, Any] = {}
+
+
+class _MapCaller:
+    """The callable ``Map.map`` returns: calls one cached ``StatefulMapping``.
+
+    Positional arguments are mapped as ``in_axes`` says; keyword arguments are
+    passed unmapped (the same value) to every member.
+    """
+
+    __module__ = "state_nn"
+    __slots__ = ("mapping", "in_axes", "name")
+
+    def __init__(self, mapping: state_transform.StatefulMapping, in_axes: Any, name: str) -> None:
+        self.mapping = mapping
+        self.in_axes = in_axes
+        self.name = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        in_axes = self.in_axes
+        if isinstance(in_axes, (tuple, list)) and len(in_axes) != len(args):
+            raise ValueError(
+                f"{self.name}: in_axes has {len(in_axes)} entries but {len(args)} positional "
+                "argument(s) were given; give one entry per positional argument (None for an "
+                "argument shared by all members) or a single int/None for all of them."
+            )
+        return self.mapping(args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"<Map caller {self.name} in_axes={self.in_axes!r}>"
+
+
+class Map(Module):
+    """Run a Module as ``init_map_size`` members with ``vmap2`` (one device) or ``pmap2`` (devices).
+
+    ``init_all_states(**kwargs)`` runs ``module.init_all_states(**kwargs)`` once under
+    the mapping (``state_transform.vmap2_new_states`` / ``pmap2_new_states``) and so
+    creates ``init_map_size`` copies of every new state, stacked on axis 0 (or
+    the axis ``init_state_axes`` names; ``None`` keeps one shared copy). Random
+    draws during initialisation differ between members. States the module
+    already had before (for example parameters created in ``__init__``) are not
+    copied: every member sees the same value.
+
+    ``update(*args, **kwargs)`` (or calling the Map) then runs the module's
+    ``__call__`` on every member; ``map(fn, ...)`` does the same for another
+    method or a function ``fn(module, *args, **kwargs)``. Each member reads and
+    writes its own slice of the member states; ``call_state_axes`` /
+    ``state_axes`` ``{axis: filter}`` entries come first and override that
+    (``None`` = shared by all members). Keyword arguments are passed unmapped to
+    every member; positional ones follow ``in_axes``. RandomStates the module
+    draws from are split so that each member gets its own key.
+
+    The mapping behind ``update`` is built once, at the end of
+    ``init_all_states``, and the compiled program is cached per argument
+    signature: the module's Python code runs once per new signature, and a
+    repeated call costs one dispatch. ``map`` callers are cached per
+    ``(fn, in_axes, out_axes, axis_name, state_axes)``.
+
+    Args:
+        module: the Module to map.
+        init_map_size: the number of members (a positive int). With
+            ``behavior='pmap'``, at most the number of local devices.
+        init_state_axes: ``{axis: filter}`` placing new states on an axis other
+            than 0, or ``None`` (shared). Default: every new state on axis 0.
+        state_tag: a tag added to every state created by ``init_all_states``.
+        in_axes, out_axes: as in ``jax.vmap``, for ``update``'s positional
+            arguments and result.
+        axis_name: the mapped axis' name, for collectives such as ``lax.pmean``.
+        spmd_axis_name: passed to ``jax.vmap`` (ignored with ``'pmap'``).
+        call_state_axes: ``{axis: filter}`` overriding where states are mapped
+            during calls (user entries have priority over the member states).
+        behavior: ``'vmap'`` or ``'pmap'`` (one member per device).
+
+    Attributes:
+        module, init_map_size: as given.
+        dict_vmap_states: ``{axis: [states]}`` created by ``init_all_states``
+            (``None`` before).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> import state_core, state_nn
+        >>> class MyModule(state_nn.Module):
+        ...     def init_state(self, size):
+        ...         self.weight = state_core.ParamState(jnp.ones(size))
+        ...     def update(self, x):
+        ...         return x @ self.weight.value
+        >>> vmapper = state_nn.Map(MyModule(), init_map_size=10, in_axes=0, axis_name='batch')
+        >>> vmapper.init_all_states(size=(5,))
+        >>> vmapper.module.weight.value.shape
+        (10, 5)
+        >>> vmapper.update(jnp.ones((10, 5))).shape
+        (10,)
+    """
+
+    __module__ = "state_nn"
+
+    def __init__(
+        self,
+        module: Module,
+        init_map_size: int,
+        init_state_axes: Dict[Any, FilterLike] | None = None,
+        state_tag: str | None = None,
+        in_axes: Any = 0,
+        out_axes: Any = 0,
+        axis_name: Hashable | None = None,
+        spmd_axis_name: Hashable | None = None,
+        call_state_axes: Dict[Any, FilterLike] | None = None,
+        behavior: str = "vmap",
+    ) -> None:
+        super().__init__()
+        if not isinstance(module, Module):
+            raise TypeError(f"Map expects a state_nn.Module to map, got {type(module).__name__}.")
+        if not isinstance(init_map_size, int) or isinstance(init_map_size, bool):
+            raise TypeError(
+                f"Map: init_map_size must be an int (the number of members), got "
+                f"{type(init_map_size).__name__} {init_map_size!r}."
+            )
+        if init_map_size < 1:
+            raise ValueError(f"Map: init_map_size must be at least 1, got {init_map_size}.")
+        if behavior not in _BEHAVIORS:
+            raise ValueError(f"Map: behavior must be 'vmap' or 'pmap', got {behavior!r}.")
+        if behavior == "pmap":
+            n_devices = jax.local_device_count()
+            if init_map_size > n_devices:
+                raise ValueError(
+                    f"Map(behavior='pmap') places one member per device, but init_map_size="
+                    f"{init_map_size} members were requested and only {n_devices} local "
+                    "device(s) are available. Use at most that many members, or "
+                    "behavior='vmap'."
+                )
+        # Validate the axes specs now rather than at init time.
+        _normalize_user_axes(init_state_axes, "init_state_axes")
+        _normalize_user_axes(call_state_axes, "call_state_axes")
+        self.module = module
+        self.init_map_size = init_map_size
+        self.init_state_axes = init_state_axes
+        self.state_tag = state_tag
+        self.in_axes = in_axes
+        self.out_axes = out_axes
+        self.axis_name = axis_name
+        self.spmd_axis_name = spmd_axis_name
+        self.call_state_axes = call_state_axes
+        self.behavior = behavior
+        self._cache = _MapCache()
+
+    # ------------------------------------------------------------------ state
+    @property
+    def dict_vmap_states(self) -> Dict[Any, List[State]] | None:
+        """``{axis: [states]}`` created by ``init_all_states``, or ``None`` before it."""
+        return self._cache.groups
+
+    def _require_init(self, what: str) -> _MapCache:
+        cache = self._cache
+        if cache.groups is None:
+            raise ValueError(
+                f"Map.{what}() was called before the member states exist: call "
+                f"`init_all_states(...)` on the Map first (it creates the {self.init_map_size} "
+                "copies of each state)."
+            )
+        return cache
+
+    def init_all_states(self, *args: Any, **kwargs: Any) -> None:
+        """Create ``init_map_size`` copies of the states ``module.init_all_states(**kwargs)`` makes.
+
+        Must be called before ``update`` / ``map``. Calling it again re-creates
+        the states and rebuilds the cached mappings.
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> import state_core, state_nn, state_random
+            >>> class Noise(state_nn.Module):
+            ...     def init_state(self):
+            ...         self.w = state_core.ParamState(state_random.normal(size=2))
+            >>> ens = state_nn.Map(Noise(), init_map_size=3)
+            >>> ens.init_all_states()
+            >>> ens.module.w.value.shape, list(ens.dict_vmap_states)
+            ((3, 2), [0])
+            >>> bool((ens.module.w.value[0] != ens.module.w.value[1]).all())
+            True
+        """
+        if args:
+            raise TypeError(
+                "Map.init_all_states takes keyword arguments only (they are passed to "
+                f"module.init_all_states); got {len(args)} positional argument(s)."
+            )
+        new_states = (
+            state_transform.pmap2_new_states if self.behavior == "pmap" else state_transform.vmap2_new_states
+        )
+        groups = new_states(
+            self.module,
+            kwargs,
+            state_tag=self.state_tag,
+            axis_size=self.init_map_size,
+            state_out_axes=self.init_state_axes,
+        )
+        cache = self._cache
+        cache.groups = groups
+        cache.state_axes = _merge_state_axes(groups, self.call_state_axes, "call_state_axes")
+        cache.maps.clear()
+        cache.resets.clear()
+        cache.update = self._build(
+            types.MethodType(_call_module, self.module),
+            self.in_axes,
+            self.out_axes,
+            self.axis_name,
+            cache.state_axes,
+            f"Map({type(self.module).__name__}).update",
+        )
+
+    def _build(
+        self,
+        runner: Callable[..., Any],
+        in_axes: Any,
+        out_axes: Any,
+        axis_name: Hashable | None,
+        state_axes: Dict[Any, Filter],
+        name: str,
+    ) -> _MapCaller:
+        if isinstance(in_axes, list):
+            in_axes = tuple(in_axes)
+        # The mapped function is ``runner(args_tuple, kwargs_dict)``: args follow
+        # in_axes (a prefix of the tuple), keyword arguments are shared.
+        packed_in_axes = (in_axes, None)
+        if self.behavior == "pmap":
+            mapping = state_transform.pmap2(
+                runner,
+                axis_name,
+                in_axes=packed_in_axes,
+                out_axes=out_axes,
+                axis_size=self.init_map_size,
+                state_in_axes=state_axes,
+                state_out_axes=state_axes,
+            )
+        else:
+            mapping = state_transform.vmap2(
+                runner,
+                in_axes=packed_in_axes,
+                out_axes=out_axes,
+                axis_name=axis_name,
+                axis_size=self.init_map_size,
+                spmd_axis_name=self.spmd_axis_name,
+                state_in_axes=state_axes,
+                state_out_axes=state_axes,
+            )
+        mapping.name = name
+        return _MapCaller(mapping, in_axes, name)
+
+    # ------------------------------------------------------------------ calling
+    def update(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the module on every member; ``Map(...)(x)`` is the same.
+
+        Positional arguments are mapped as ``in_axes`` says, keyword arguments
+        are shared by every member, and the result is stacked as ``out_axes``
+        says. Raises ``ValueError`` before ``init_all_states``.
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> import state_core, state_nn
+            >>> class Acc(state_nn.Module):
+            ...     def init_state(self):
+            ...         self.total = state_core.ShortTermState(jnp.zeros(()))
+            ...     def update(self, x):
+            ...         self.total.value = self.total.value + x
+            ...         return self.total.value
+            >>> ens = state_nn.Map(Acc(), init_map_size=3)
+            >>> ens.init_all_states()
+            >>> ens(jnp.array([1., 2., 3.]))
+            Array([1., 2., 3.], dtype=float32)
+            >>> ens(jnp.array([1., 2., 3.]))
+            Array([2., 4., 6.], dtype=float32)
+        """
+        return self._require_init("update").update(*args, **kwargs)
+
+    def map(
+        self,
+        fn: str | Callable[..., Any],
+        in_axes: Any = 0,
+        out_axes: Any = 0,
+        axis_name: Hashable | None = None,
+        state_axes: Dict[Any, FilterLike] | None = None,
+    ) -> Callable[..., Any]:
+        """A callable that runs ``fn`` on every member with its own mapping settings.
+
+        Args:
+            fn: the name of a method of the module, or a function
+                ``fn(module, *args, **kwargs)``.
+            in_axes, out_axes: as in ``jax.vmap`` (positional arguments / result);
+                keyword arguments are shared by all members.
+            axis_name: the axis name for collectives; ``None`` uses the Map's.
+            state_axes: ``{axis: filter}`` entries that override where states are
+                mapped (default: the Map's ``call_state_axes``); the member states
+                stay mapped on their axis unless an entry claims them.
+
+        The returned callable (and its compiled program) is cached per
+        ``(fn, in_axes, out_axes, axis_name, state_axes)``: keep a reference to the
+        same function object to reuse it. Raises ``ValueError`` before
+        ``init_all_states`` and ``AttributeError`` for an unknown method name.
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> import state_core, state_nn
+            >>> class MyModule(state_nn.Module):
+            ...     def init_state(self):
+            ...         self.weight = state_core.ParamState(jnp.ones(5))
+            ...     def predict(self, x):
+            ...         return x @ self.weight.value
+            >>> vmapper = state_nn.Map(MyModule(), init_map_size=10)
+            >>> vmapper.init_all_states()
+            >>> vmapper.map('predict')(jnp.ones((10, 5))).shape
+            (10,)
+            >>> vmapper.map(lambda m, x, scale: m.predict(x) * scale)(jnp.ones((10, 5)), scale=2.0)[:3]
+            Array([10., 10., 10.], dtype=float32)
+        """
+        cache = self._require_init("map")
+        if isinstance(fn, str):
+            target = getattr(self.module, fn, None)
+            if target is None or not callable(target):
+                raise AttributeError(
+                    f"Map.map: {type(self.module).__name__} has no method {fn!r} "
+                    f"(the wrapped module is {type(self.module).__name__})."
+                )
+        elif not callable(fn):
+            raise TypeError(
+                f"Map.map: fn must be a method name (str) or a callable fn(module, *args, **kwargs), "
+                f"got {type(fn).__name__}."
+            )
+        if axis_name is None:
+            axis_name = self.axis_name
+        try:
+            key: Hashable | None = (fn, _freeze(in_axes), _freeze(out_axes), axis_name, _freeze(state_axes))
+            hash(key)
+        except TypeError:
+            key = None
+        if key is not None and key in cache.maps:
+            cache.maps.move_to_end(key)
+            return cache.maps[key]
+        if state_axes is None:
+            axes = cache.state_axes
+        else:
+            axes = _merge_state_axes(cache.groups, state_axes, "state_axes")
+        if isinstance(fn, str):
+            runner, label = _method_runner(fn), fn
+        else:
+            runner, label = _callable_runner(fn), getattr(fn, "__name__", type(fn).__name__)
+        caller = self._build(
+            types.MethodType(runner, self.module),
+            in_axes,
+            out_axes,
+            axis_name,
+            axes,
+            f"Map({type(self.module).__name__}).map({label})",
+        )
+        if key is not None:
+            cache.maps[key] = caller
+            while len(cache.maps) > _MAX_CACHED_MAPS:
+                cache.maps.popitem(last=False)
+        return caller
+
+    def reset_all_states(self, *args: Any, **kwargs: Any) -> None:
+        """Run ``module.reset_all_states(*args, **kwargs)`` on every member.
+
+        The arguments are compile-time constants shared by all members (they
+        must be hashable, e.g. a batch size). ``reset_state`` hooks should assign
+        ``state.value``; each member's write lands in its own slice.
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> import state_core, state_nn
+            >>> class Acc(state_nn.Module):
+            ...     def init_state(self):
+            ...         self.total = state_core.ShortTermState(jnp.zeros(()))
+            ...     def reset_state(self, start=0.0):
+            ...         self.total.value = jnp.full((), start, dtype=jnp.float32)
+            ...     def update(self, x):
+            ...         self.total.value = self.total.value + x
+            ...         return self.total.value
+            >>> ens = state_nn.Map(Acc(), init_map_size=2)
+            >>> ens.init_all_states()
+            >>> _ = ens(jnp.array([1., 2.]))
+            >>> ens.reset_all_states(start=5.0)
+            >>> ens.module.total.value
+            Array([5., 5.], dtype=float32)
+        """
+        cache = self._require_init("reset_all_states")
+        names = tuple(kwargs)
+        key = (len(args), names)
+        mapping = cache.resets.get(key)
+        if mapping is None:
+            n_args = len(args)
+
+            def reset(module: Any, *values: Any) -> None:
+                module.reset_all_states(*values[:n_args], **dict(zip(names, values[n_args:])))
+
+            static = tuple(range(n_args + len(names)))
+            fun = types.MethodType(reset, self.module)
+            if self.behavior == "pmap":
+                mapping = state_transform.pmap2(
+                    fun,
+                    self.axis_name,
+                    in_axes=None,
+                    out_axes=None,
+                    static_broadcasted_argnums=static,
+                    axis_size=self.init_map_size,
+                    state_in_axes=cache.state_axes,
+                    state_out_axes=cache.state_axes,
+                )
+            else:
+                mapping = state_transform.StatefulMapping(
+                    fun,
+                    in_axes=None,
+                    out_axes=None,
+                    static_argnums=static,
+                    axis_size=self.init_map_size,
+                    axis_name=self.axis_name,
+                    state_in_axes=cache.state_axes,
+                    state_out_axes=cache.state_axes,
+                    mapping_fn=jax.vmap,
+                )
+            mapping.name = f"Map({type(self.module).__name__}).reset_all_states"
+            cache.resets[key] = mapping
+        mapping(*args, *kwargs.values())

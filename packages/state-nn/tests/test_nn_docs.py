@@ -1,0 +1,42 @@
+"""Run the docstring examples of every public name (classes and their methods)."""
+
+import doctest
+import inspect
+
+import pytest
+
+import state_nn
+
+_PUBLIC = [state_nn] + [getattr(state_nn, name) for name in state_nn.__all__ if name != "__version__"]
+
+
+def _doctests():
+    finder = doctest.DocTestFinder(exclude_empty=True)
+    tests = []
+    for obj in _PUBLIC:
+        name = getattr(obj, "__name__", repr(obj))
+        # module=False: also look at methods defined in the private modules.
+        tests.extend(t for t in finder.find(obj, f"state_nn.{name}" if obj is not state_nn else "state_nn", module=False))
+    return sorted({t.name: t for t in tests if t.examples}.values(), key=lambda t: t.name)
+
+
+DOCTESTS = _doctests()
+
+
+def test_every_public_name_has_an_example():
+    names = {t.name for t in DOCTESTS}
+    for obj in _PUBLIC[1:]:
+        assert f"state_nn.{obj.__name__}" in names, f"{obj.__name__} has no docstring example"
+        for attr, member in vars(obj).items():
+            if attr.startswith("_") or not (inspect.isfunction(member) or isinstance(member, property)):
+                continue
+            assert (member.__doc__ or "").strip(), f"{obj.__name__}.{attr} has no docstring"
+
+
+@pytest.mark.parametrize("test", DOCTESTS, ids=[t.name for t in DOCTESTS])
+def test_docstring_example(test):
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    test.globs = dict(test.globs)
+    runner.run(test)
+    result = runner.summarize(verbose=False)
+    assert result.failed == 0, f"{test.name}: {result.failed} example(s) failed"
