@@ -41,8 +41,12 @@ def _block(x: Any) -> Any:
     return jax.block_until_ready(x)
 
 
-def time_per_call(fn: Callable[[], Any], calls: int, repeats: int) -> float:
-    """Median over ``repeats`` of the mean seconds per call over ``calls`` calls."""
+def time_per_call(fn: Callable[[], Any], calls: int, repeats: int, sync: bool = False) -> float:
+    """Median over ``repeats`` of the mean seconds per call over ``calls`` calls.
+
+    ``sync`` waits for every call's result: XLA's CPU collectives can deadlock when
+    many programs with collectives are in flight on a 2-core machine.
+    """
     _block(fn())
     _block(fn())
     samples = []
@@ -50,17 +54,21 @@ def time_per_call(fn: Callable[[], Any], calls: int, repeats: int) -> float:
         start = time.perf_counter()
         for _ in range(calls):
             out = fn()
+            if sync:
+                _block(out)
         _block(out)
         samples.append((time.perf_counter() - start) / calls)
     return statistics.median(samples)
 
 
-def interleaved(ours: Callable[[], Any], pure: Callable[[], Any], calls: int, repeats: int) -> tuple[float, float]:
+def interleaved(
+    ours: Callable[[], Any], pure: Callable[[], Any], calls: int, repeats: int, sync: bool = False
+) -> tuple[float, float]:
     """Alternate the two so both see the same machine load."""
     t_ours, t_pure = [], []
     for _ in range(repeats):
-        t_pure.append(time_per_call(pure, calls, 1))
-        t_ours.append(time_per_call(ours, calls, 1))
+        t_pure.append(time_per_call(pure, calls, 1, sync))
+        t_ours.append(time_per_call(ours, calls, 1, sync))
     return statistics.median(t_ours), statistics.median(t_pure)
 
 
@@ -241,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         ("vmap2, 1000 states", lambda: case_vmap_states(1000)),
         ("vmap2 + random draws", case_vmap_random),
         (f"pmap2, {jax.local_device_count()} devices", case_pmap),
-        (f"shard_map, {jax.device_count()} devices", case_shard_map),
+        (f"shard_map, {jax.device_count()} devices (psum)", case_shard_map),
         ("jit(vmap2), 10 states", case_jit_vmap),
         ("Map.update, 8 members", lambda: case_map_update(8)),
         ("Map.update, 1000 members", lambda: case_map_update(1000)),
@@ -258,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         ours, pure = built
         n = max(5, calls // 10) if "1000" in label else calls
-        t_ours, t_pure = interleaved(ours, pure, n, repeats)
+        t_ours, t_pure = interleaved(ours, pure, n, repeats, sync="shard_map" in label)
         ratio = t_ours / t_pure
         worst = max(worst, ratio)
         print(f"{label:<28} {t_ours * 1e6:>11.1f} {t_pure * 1e6:>14.1f} {ratio:>6.2f}x")

@@ -17,6 +17,7 @@ Example:
 from . import filter
 from .__about__ import __version__
 from ._collection import StateDict, collect_states, states_of_callable
+from ._jax_internals import ArrayImpl
 from ._pretty import format_fields
 from ._state import (
     HiddenState,
@@ -71,4 +72,5 @@ __all__ = [
     "collect_states",
     "states_of_callable",
     "format_fields",
+    "ArrayImpl",
 ]

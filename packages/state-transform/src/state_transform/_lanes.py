@@ -59,6 +59,14 @@ class LaneProgramCalls:
         return values, leaves
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        hit, out = self._call_last_program(args, kwargs)
+        if hit:
+            return out
+        out, entry = self._call_by_key(args, kwargs)
+        self._remember(entry)
+        return out
+
+    def _call_by_key(self, args: tuple, kwargs: dict) -> tuple[Any, TracedCall]:
         entry, leaves = self._lookup(args, kwargs)
         values = read_state_values(entry.in_states)
         try:
@@ -74,8 +82,8 @@ class LaneProgramCalls:
             except Exception:
                 self._advance_random_states(entry, values)
                 raise
-        write_state_values(entry.extra["write_back"], new_values, self.name)
-        return out
+        write_state_values(self._states_to_write(entry), new_values, self.name)
+        return out, entry
 
     def _run(self, entry: TracedCall, values: list, leaves: list) -> tuple[Any, list]:
         values, leaves = self._prepare_inputs(entry, values, leaves)

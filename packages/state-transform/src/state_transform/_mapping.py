@@ -18,7 +18,7 @@ from state_core import (
     leaf_signature,
     unflatten_states,
 )
-from state_random import is_random_state, is_single_key
+from state_random import is_random_state, is_single_key, split_for_lanes
 
 from ._axes import check_axis, format_sizes, leaf_in_axes, normalize_state_axes, remove_axis
 from ._dependence import varying_outputs
@@ -369,28 +369,13 @@ class StatefulMapping(LaneProgramCalls, StatefulFunction):
         axis_name = extra["axis_name"]
         split_positions = extra["split_positions"]
         mask = extra["lane_written_mask"]
-        lane_avals = [_signature_of_aval(v.aval) for v in entry.closed_jaxpr.jaxpr.invars[: entry.n_in_state_leaves]]
+        invars = entry.closed_jaxpr.jaxpr.invars
+        lane_avals = [_signature_of_aval(v.aval) for v in invars[: entry.n_in_state_leaves]]
+        arg_avals = [_signature_of_aval(v.aval) for v in invars[entry.n_in_state_leaves :]]
+        # The checks in `lane` validate arguments too, so a call may reuse this entry
+        # without computing its cache key (see LaneProgramCalls.__call__).
+        extra["validates_args"] = True
 
-        def lane(state_values: list, *dyn_leaves: Any) -> tuple[Any, list, list]:
-            # Runs only when JAX (re)traces the mapped program, i.e. on new input avals:
-            # if the states changed shape since our trace, the jaxpr is stale.
-            if jax.lax.axis_size(axis_name) != size:
-                raise StaleTraceError()
-            values, next_keys = give_lanes_their_keys(state_values, split_positions, size, axis_name)
-            leaves = []
-            for value in values:
-                leaves.extend(jax.tree.leaves(value))
-            if [leaf_signature(x) for x in leaves] != lane_avals:
-                raise StaleTraceError()
-            if lanes is not None:
-                dyn_leaves = dyn_leaves[:-1]
-            flat = run(*leaves, *dyn_leaves)
-            out = jax.tree.unflatten(out_treedef, flat[:n_out])
-            written = [v for v, keep in zip(unflatten_states(out_defs, flat[n_out:]), mask) if keep]
-            return out, written, next_keys
-
-        in_axes = [None if m == _SPLIT else m for m in extra["in_modes"]]
-        leaf_axes = list(extra["leaf_axes"])
         kwargs = dict(self.mapping_kwargs)
         mapping_fn = self.mapping_fn
         if mapping_fn is jax.pmap and _PMAP_TRACES.depth > 0:
@@ -399,6 +384,36 @@ class StatefulMapping(LaneProgramCalls, StatefulFunction):
             # (collectives over both axis names still work).
             mapping_fn = jax.vmap
             kwargs = {}
+        # Under vmap the keys are split once, before mapping (a slice per lane); other
+        # mapping primitives split inside each lane and pick the lane's key by index.
+        split_before = mapping_fn is jax.vmap
+
+        def lane(state_values: list, *dyn_leaves: Any) -> tuple[Any, list, list]:
+            # Runs only when JAX (re)traces the mapped program, i.e. on new input avals:
+            # if the states or arguments changed since our trace, the jaxpr is stale.
+            if jax.lax.axis_size(axis_name) != size:
+                raise StaleTraceError()
+            if split_before:
+                values, next_keys = state_values, []
+            else:
+                values, next_keys = give_lanes_their_keys(state_values, split_positions, size, axis_name)
+            leaves = []
+            for value in values:
+                leaves.extend(jax.tree.leaves(value))
+            if [leaf_signature(x) for x in leaves] != lane_avals:
+                raise StaleTraceError()
+            if lanes is not None:
+                dyn_leaves = dyn_leaves[:-1]
+            if [leaf_signature(x) for x in dyn_leaves] != arg_avals:
+                raise StaleTraceError()
+            flat = run(*leaves, *dyn_leaves)
+            out = jax.tree.unflatten(out_treedef, flat[:n_out])
+            written = [v for v, keep in zip(unflatten_states(out_defs, flat[n_out:]), mask) if keep]
+            return out, written, next_keys
+
+        split_axis = 0 if split_before else None
+        in_axes = [split_axis if m == _SPLIT else m for m in extra["in_modes"]]
+        leaf_axes = list(extra["leaf_axes"])
         # When nothing is mapped (the size comes from axis_size alone) a dummy lane
         # index array is mapped instead: jax.pmap needs at least one mapped input.
         lanes = None if extra["sizes"] else jax.numpy.arange(size, dtype=jax.numpy.int32)
@@ -411,7 +426,11 @@ class StatefulMapping(LaneProgramCalls, StatefulFunction):
         mapped = mapping_fn(
             lane,
             in_axes=(in_axes, *leaf_axes),
-            out_axes=(self.out_axes, extra["lane_written_axes"], [None] * len(split_positions)),
+            out_axes=(
+                self.out_axes,
+                extra["lane_written_axes"],
+                [] if split_before else [None] * len(split_positions),
+            ),
             axis_name=axis_name,
             **kwargs,
         )
@@ -419,8 +438,14 @@ class StatefulMapping(LaneProgramCalls, StatefulFunction):
         def program(state_values: list, *dyn_leaves: Any) -> tuple[Any, list]:
             if lanes is not None:
                 dyn_leaves = (*dyn_leaves, lanes)
+            keys_after = []
+            if split_before and split_positions:
+                state_values = list(state_values)
+                for k in split_positions:
+                    state_values[k], next_key = split_for_lanes(state_values[k], size)
+                    keys_after.append(next_key)
             out, written, next_keys = mapped(state_values, *dyn_leaves)
-            return out, written + next_keys
+            return out, written + next_keys + keys_after
 
         if hasattr(mapped, "lower"):  # already compiled: jax.pmap, or a jitted mapping
             return program
