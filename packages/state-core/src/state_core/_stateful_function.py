@@ -435,7 +435,7 @@ class StatefulFunction:
         if entry is None:
             return False, None
         leaves, treedef = _tree_flatten((args, kwargs))
-        if treedef != entry.dyn_treedef or not all(type(x) in _FAST_LEAF_TYPES for x in leaves):
+        if treedef != entry.dyn_treedef or not _FAST_LEAF_TYPES.issuperset(map(type, leaves)):
             return False, None
         values = read_state_values(entry.in_states)
         try:

@@ -381,7 +381,10 @@ class Map(Module):
             >>> ens(jnp.array([1., 2., 3.]))
             Array([2., 4., 6.], dtype=float32)
         """
-        return self._require_init("update").update(*args, **kwargs)
+        caller = self._cache.update
+        if caller is None:
+            caller = self._require_init("update").update
+        return caller(*args, **kwargs)
 
     def map(
         self,

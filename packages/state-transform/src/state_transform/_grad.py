@@ -18,7 +18,17 @@ def _is_state(x: Any) -> bool:
 
 
 class GradFunction(StatefulFunction):
-    """The callable ``grad`` returns; see ``grad`` for the calling convention."""
+    """The callable ``grad`` returns; see ``grad`` for the calling convention.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from state_core import ParamState
+        >>> from state_transform import GradFunction
+        >>> w = ParamState(jnp.array(3.0))
+        >>> grads, loss = GradFunction(lambda: w.value ** 2, grad_states=[w], return_value=True)()
+        >>> grads, loss
+        ([Array(6., dtype=float32, weak_type=True)], Array(9., dtype=float32, weak_type=True))
+    """
 
     __module__ = "state_transform"
 

@@ -23,6 +23,18 @@ class JittedFunction(StatefulFunction):
     ``donate_argnums`` donates those positional arguments' buffers; ``donate_states=True``
     also donates the buffers of the states the function writes (they are replaced
     by the new values anyway).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from state_core import State
+        >>> from state_transform import JittedFunction
+        >>> buf = State(jnp.zeros(3))
+        >>> def fill(v):
+        ...     buf.value = buf.value + v
+        >>> f = JittedFunction(fill, donate_states=True)
+        >>> f(1.0); f(2.0)
+        >>> buf.value
+        Array([3., 3., 3.], dtype=float32)
     """
 
     __module__ = "state_transform"

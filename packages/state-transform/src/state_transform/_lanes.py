@@ -55,9 +55,6 @@ class LaneProgramCalls:
     def _num_lanes(self, entry: TracedCall) -> int:
         raise NotImplementedError
 
-    def _prepare_inputs(self, entry: TracedCall, values: list, leaves: list) -> tuple[list, list]:
-        return values, leaves
-
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         hit, out = self._call_last_program(args, kwargs)
         if hit:
@@ -84,10 +81,6 @@ class LaneProgramCalls:
                 raise
         write_state_values(self._states_to_write(entry), new_values, self.name)
         return out, entry
-
-    def _run(self, entry: TracedCall, values: list, leaves: list) -> tuple[Any, list]:
-        values, leaves = self._prepare_inputs(entry, values, leaves)
-        return entry.compiled(values, *leaves)
 
     def _advance_random_states(self, entry: TracedCall, values: list) -> None:
         advance_keys(

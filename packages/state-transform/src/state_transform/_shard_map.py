@@ -53,6 +53,21 @@ class ShardMapFunction(LaneProgramCalls, StatefulFunction):
     On a new signature the function runs twice: once to discover the states it
     touches and once inside ``jax.shard_map`` (which types values by the mesh axes
     they vary over). Cached calls do not run it.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from jax.sharding import PartitionSpec as P
+        >>> from state_core import State
+        >>> from state_transform import shard_map
+        >>> mesh = jax.make_mesh((jax.device_count(),), ('x',))
+        >>> total = State(jnp.zeros(()))
+        >>> def add_all(data):
+        ...     total.value = total.value + jax.lax.psum(data.sum(), 'x')
+        ...     return data
+        >>> f = shard_map(add_all, mesh, in_specs=P('x'), out_specs=P('x'))
+        >>> _ = f(jnp.ones(jax.device_count()))
+        >>> float(total.value) == jax.device_count()
+        True
     """
 
     __module__ = "state_transform"
@@ -260,7 +275,11 @@ class ShardMapFunction(LaneProgramCalls, StatefulFunction):
     def _num_lanes(self, entry: TracedCall) -> int:
         return self.mesh.size
 
-    def _prepare_inputs(self, entry: TracedCall, values: list, leaves: list) -> tuple[list, list]:
+    def _run(self, entry: TracedCall, values: list, leaves: list) -> tuple[Any, list]:
+        values, leaves = self._place_inputs(entry, values, leaves)
+        return entry.compiled(values, *leaves)
+
+    def _place_inputs(self, entry: TracedCall, values: list, leaves: list) -> tuple[list, list]:
         state_shardings, leaf_shardings = entry.extra["shardings"]
         if jax.process_count() > 1:
             # On a mesh that spans processes every input must be a global array with

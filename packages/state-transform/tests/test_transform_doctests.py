@@ -1,0 +1,50 @@
+"""Run every docstring example of state_transform (module docstrings, functions, classes)."""
+
+import doctest
+import importlib
+import pkgutil
+
+import state_transform
+
+MODULES = ["state_transform"] + sorted(
+    f"state_transform.{info.name}" for info in pkgutil.iter_modules(state_transform.__path__)
+)
+
+
+def _examples(module):
+    finder = doctest.DocTestFinder(exclude_empty=True)
+    seen = set()
+    for name in dir(module):
+        obj = getattr(module, name)
+        if id(obj) in seen or not getattr(obj, "__module__", "").startswith("state_transform"):
+            continue
+        seen.add(id(obj))
+        # Classes report the public package as their module, so find their tests directly.
+        yield from finder.find(obj, name=f"{module.__name__}.{name}", globs={})
+    yield from finder.find(module, name=module.__name__)
+
+
+def test_every_public_name_has_a_docstring_example():
+    missing = [
+        name
+        for name in state_transform.__all__
+        if name != "__version__" and ">>>" not in (getattr(state_transform, name).__doc__ or "")
+    ]
+    assert missing == []
+
+
+def test_doctests_of_every_module():
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    attempted = 0
+    failed = {}
+    for name in MODULES:
+        module = importlib.import_module(name)
+        for test in _examples(module):
+            if not test.examples:
+                continue
+            result = runner.run(test, out=lambda s: None)
+            attempted += result.attempted
+            if result.failed:
+                failed[test.name] = result.failed
+    assert failed == {}
+    assert attempted >= 15
