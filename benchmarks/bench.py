@@ -8,7 +8,7 @@ The table reports the median time per call of each and their ratio.
 
     hatch run bench              # all cases
     hatch run bench --quick      # fewer repetitions
-    hatch run bench --compare    # also time brainstate / flax.nnx when installed
+    hatch run compare:bench      # also time brainstate and flax.nnx (separate env)
 
 Run it on an otherwise idle machine; ratios are what to compare across machines.
 """
@@ -272,18 +272,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{label:<28} {t_ours * 1e6:>11.1f} {t_pure * 1e6:>14.1f} {ratio:>6.2f}x")
     print(f"\nworst ratio: {worst:.2f}x (target <= 1.5x)")
     if args.compare:
-        _compare_others()
+        _compare_others(calls, repeats)
     return 0
 
 
-def _compare_others() -> None:
-    for module in ("brainstate", "flax.nnx"):
-        try:
-            __import__(module)
-        except ImportError:
-            print(f"{module}: not installed (install it in a separate environment to compare)")
-        else:
-            print(f"{module}: installed; see benchmarks/README.md for the comparison cases")
+def _compare_others(calls: int, repeats: int) -> None:
+    import os
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import compare
+
+    compare.run(time_per_call, max(10, calls // 4), repeats)
 
 
 if __name__ == "__main__":

@@ -98,3 +98,14 @@ def test_tracing_a_stateful_function_emits_no_jax_deprecation_warning():
         warnings.simplefilter("error", DeprecationWarning)
         out = StatefulFunction(fn)(jnp.ones(2))
     assert_allclose(out, [2.0, 2.0])
+
+
+def test_array_impl_is_the_class_of_concrete_arrays():
+    # The hot paths compare `type(x) is ArrayImpl`; if JAX moved the class, they would
+    # silently take the slow path, so pin it here.
+    import jax.numpy as jnp
+
+    from state_core._jax_internals import ArrayImpl
+
+    assert type(jnp.zeros(())) is ArrayImpl
+    assert type(jnp.arange(3) + 1) is ArrayImpl

@@ -597,8 +597,8 @@ def write_state_values(states: Sequence[State], values: Sequence[Any], who: str)
     stacks = CTX.stacks
     if not stacks:
         probe = values[0]
-        if type(probe) is not _ArrayImpl and not is_tracer(probe):
-            probe_leaves = jax.tree.leaves(probe)
+        if type(probe) is not _ArrayImpl and not is_tracer(probe) and not isinstance(probe, jax.Array):
+            probe_leaves = jax.tree.leaves(probe)  # a pytree value: look at its first leaf
             probe = probe_leaves[0] if probe_leaves else None
         if type(probe) is not _ArrayImpl and is_tracer(probe):
             raise StateLeakError(
