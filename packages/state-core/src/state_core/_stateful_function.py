@@ -434,8 +434,13 @@ class StatefulFunction:
         entry = self._last_program
         if entry is None:
             return False, None
-        leaves, treedef = _tree_flatten((args, kwargs))
-        if treedef != entry.dyn_treedef or not _FAST_LEAF_TYPES.issuperset(map(type, leaves)):
+        if not kwargs and len(args) == entry.extra["flat_args"]:
+            leaves = args  # positional leaves only: the structure is known without flattening
+        else:
+            leaves, treedef = _tree_flatten((args, kwargs))
+            if treedef != entry.dyn_treedef:
+                return False, None
+        if not _FAST_LEAF_TYPES.issuperset(map(type, leaves)):
             return False, None
         values = read_state_values(entry.in_states)
         try:
@@ -447,6 +452,9 @@ class StatefulFunction:
 
     def _remember(self, entry: TracedCall) -> None:
         if entry.extra.get("validates_args") and not (self.static_argnums or self.static_argnames):
+            n = entry.dyn_treedef.num_leaves
+            flat = entry.dyn_treedef == _tree_flatten((tuple(range(n)), {}))[1]
+            entry.extra["flat_args"] = n if flat else -1  # n positional leaves, no pytrees
             self._last_program = entry
 
     def _run(self, entry: TracedCall, values: list, leaves: list) -> tuple[Any, list]:
