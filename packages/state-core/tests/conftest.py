@@ -1,4 +1,19 @@
 import jax
+import pytest
 
 # Expose 8 virtual CPU devices for sharding/pmap tests; must run before the JAX backend initialises.
 jax.config.update('jax_num_cpu_devices', 8)
+
+from state_core._context import CTX  # noqa: E402  (after the device count is set)
+
+
+@pytest.fixture(autouse=True)
+def _clean_context():
+    """Every test must leave the thread-local trace bookkeeping as it found it."""
+    assert CTX.stacks == [] and CTX.catchers == [] and CTX.strict == 0, "a previous test leaked trace context"
+    yield
+    leftover = (list(CTX.stacks), list(CTX.catchers), CTX.strict)
+    CTX.stacks.clear()
+    CTX.catchers.clear()
+    CTX.strict = 0
+    assert leftover == ([], [], 0), f"test leaked trace context: {leftover}"

@@ -27,16 +27,6 @@ from state_core import (
 from state_core._context import CTX
 
 
-@pytest.fixture(autouse=True)
-def _clean_context():
-    """Every test must leave the thread-local bookkeeping as it found it."""
-    assert CTX.stacks == [] and CTX.catchers == [] and CTX.strict == 0, "a previous test leaked trace context"
-    yield
-    leftover = (list(CTX.stacks), list(CTX.catchers), CTX.strict)
-    CTX.stacks.clear()
-    CTX.catchers.clear()
-    CTX.strict = 0
-    assert leftover == ([], [], 0), f"test leaked trace context: {leftover}"
 
 
 # ----------------------------------------------------------------------------- family

@@ -22,17 +22,6 @@ from state_core import (
 from state_core._context import CTX
 
 
-@pytest.fixture(autouse=True)
-def _clean_context():
-    assert CTX.stacks == [] and CTX.catchers == [] and CTX.strict == 0, "a previous test leaked trace context"
-    yield
-    leftover = (list(CTX.stacks), list(CTX.catchers), CTX.strict)
-    CTX.stacks.clear()
-    CTX.catchers.clear()
-    CTX.strict = 0
-    assert leftover == ([], [], 0), f"test leaked trace context: {leftover}"
-
-
 def _not_tracer(x):
     return not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(x))
 

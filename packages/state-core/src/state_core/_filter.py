@@ -283,7 +283,9 @@ def to_predicate(filter: FilterLike) -> Filter:  # noqa: A002 - public keyword n
 
     * a ``Filter`` -> itself; a class -> ``OfType``; a ``str`` -> ``WithTag``;
     * ``True`` or ``...`` -> ``Everything()``; ``False`` or ``None`` -> ``Nothing()``;
-    * a tuple or list -> ``Any`` of its items; a State object -> that state only; any other callable ``f(path, state)`` -> itself.
+    * a tuple or list -> ``Any`` of its items; a State object -> that state only;
+    * any other callable ``f(path, state)`` -> a ``Filter`` that calls it (so it
+      hashes and compares by the callable's identity).
 
     Example:
         >>> from state_core import ParamState
