@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import types  # noqa: F401  (named in the FilterLike annotation)
 from typing import Any, Callable, Hashable, Tuple, Union
 
 __all__ = [
@@ -21,7 +22,7 @@ __all__ = [
 
 Path = Tuple[Hashable, ...]
 Predicate = Callable[[Path, Any], bool]
-FilterLike = Union["Filter", type, str, Callable[[Path, Any], bool], bool, "ellipsis", None, tuple, list]
+FilterLike = Union["Filter", type, str, Callable[[Path, Any], bool], bool, "types.EllipsisType", None, tuple, list]
 
 
 class Filter:

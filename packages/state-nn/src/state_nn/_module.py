@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Hashable, Iterator
+from typing import Any, Hashable, Iterator
 
 import state_core
 from state_core import State, StateDict

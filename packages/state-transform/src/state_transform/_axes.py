@@ -6,7 +6,7 @@ import operator
 from typing import Any, Dict, Sequence
 
 import jax
-from state_core.filter import Filter, FilterLike, to_predicate
+from state_core.filter import Filter, to_predicate
 
 __all__ = [
     "normalize_state_axes",
