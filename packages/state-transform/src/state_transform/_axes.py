@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import operator
-from typing import Any, Dict, Sequence
+from typing import Any, Dict, Iterable, Sequence
 
 import jax
 from state_core.filter import Filter, to_predicate
 
 __all__ = [
+    "first_match",
     "normalize_state_axes",
     "leaf_in_axes",
     "check_axis",
@@ -43,6 +44,14 @@ def normalize_state_axes(spec: Any, what: str) -> StateAxes:
             f"{what} must be None, a dict {{axis: filter}}, a filter, a State or a list of "
             f"States; got {spec!r}."
         ) from None
+
+
+def first_match(rules: Iterable[tuple[Any, Filter]], path: tuple, state: Any, default: Any = None) -> Any:
+    """The value paired with the first filter that matches ``(path, state)``, else ``default``."""
+    for value, predicate in rules:
+        if predicate(path, state):
+            return value
+    return default
 
 
 def _per_arg_axes(in_axes: Any, num_args: int) -> tuple:

@@ -20,7 +20,7 @@ from state_core import (
 )
 from state_random import is_random_state, is_single_key, split_for_lanes
 
-from ._axes import check_axis, format_sizes, leaf_in_axes, normalize_state_axes, remove_axis
+from ._axes import check_axis, first_match, format_sizes, leaf_in_axes, normalize_state_axes, remove_axis
 from ._dependence import varying_outputs
 from ._lanes import LaneProgramCalls, advance_keys, give_lanes_their_keys
 
@@ -152,11 +152,7 @@ class StatefulMapping(LaneProgramCalls, StatefulFunction):
         return state.describe()
 
     def _resolve(self, state: State, axes: dict, paths: dict[int, tuple]) -> Any:
-        path = paths.get(id(state), ())
-        for axis, predicate in axes.items():
-            if predicate(path, state):
-                return axis
-        return _UNDECLARED
+        return first_match(axes.items(), paths.get(id(state), ()), state, _UNDECLARED)
 
     # ------------------------------------------------------------------ tracing hooks
     def _trace(self, key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs) -> TracedCall:
@@ -248,10 +244,10 @@ class StatefulMapping(LaneProgramCalls, StatefulFunction):
             # None in state_in_axes instead broadcasts the same key to all lanes).
             scratch["modes"][id(state)] = _SPLIT
             scratch["split"].append(state)
-            return jax.tree.map(_full_aval, value)
+            return super()._state_input_avals(state, value)
         if axis is _UNDECLARED or axis is None:
             scratch["modes"][id(state)] = None
-            return jax.tree.map(_full_aval, value)
+            return super()._state_input_avals(state, value)
         label = self._state_label(state, paths)
         avals = []
         leaves, treedef = jax.tree.flatten(value)
@@ -469,11 +465,6 @@ class _Undeclared:
 
 
 _UNDECLARED = _Undeclared()
-
-
-def _full_aval(leaf: Any) -> Any:
-    aval = jax.typeof(leaf)
-    return jax.core.ShapedArray(aval.shape, aval.dtype, weak_type=aval.weak_type)
 
 
 def _signature_of_aval(aval: Any) -> tuple:

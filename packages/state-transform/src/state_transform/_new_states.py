@@ -7,7 +7,7 @@ from typing import Any, Callable, Dict, List
 import jax
 from state_core import State, TracedCall, catch_new_states, collect_states
 
-from ._axes import normalize_state_axes
+from ._axes import first_match, normalize_state_axes
 from ._mapping import StatefulMapping
 from ._pmap import pmap2
 
@@ -71,15 +71,7 @@ def _map_new_states(
             module.init_all_states(**init_kwargs)
         new = catcher.get_states()
         paths = collect_states(module).paths_by_state()
-        new_axes = []
-        for state in new:
-            path = paths.get(id(state), ())
-            axis = 0
-            for candidate, predicate in axes.items():
-                if predicate(path, state):
-                    axis = candidate
-                    break
-            new_axes.append(axis)
+        new_axes = [first_match(axes.items(), paths.get(id(s), ()), s, 0) for s in new]
         caught["states"], caught["axes"] = new, new_axes
         return [s._value for s in new]
 

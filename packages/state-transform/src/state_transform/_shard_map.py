@@ -18,6 +18,7 @@ from state_core import (
 from state_core.filter import to_predicate
 from state_random import is_random_state, is_single_key
 
+from ._axes import first_match
 from ._lanes import LaneProgramCalls, advance_keys, give_lanes_their_keys
 
 __all__ = ["shard_map", "ShardMapFunction"]
@@ -31,18 +32,18 @@ def _spec_axes(entry: Any) -> tuple:
     return tuple(entry) if isinstance(entry, tuple) else (entry,)
 
 
-def _normalize_state_specs(specs: Any, what: str) -> list[tuple[Any, PartitionSpec]]:
-    """``None`` / one spec / ``{State or filter: spec}`` -> ordered ``[(predicate, spec)]``."""
+def _normalize_state_specs(specs: Any, what: str) -> list[tuple[PartitionSpec, Any]]:
+    """``None`` / one spec / ``{State or filter: spec}`` -> ordered ``[(spec, predicate)]``."""
     if specs is None:
         return []
     if isinstance(specs, PartitionSpec):
-        return [(to_predicate(True), specs)]
+        return [(specs, to_predicate(True))]
     if isinstance(specs, dict):
         rules = []
         for key, spec in specs.items():
             if not isinstance(spec, PartitionSpec):
                 raise TypeError(f"{what}: the spec for {key!r} must be a PartitionSpec, got {spec!r}.")
-            rules.append((to_predicate(key), spec))
+            rules.append((spec, to_predicate(key)))
         return rules
     raise TypeError(f"{what} must be None, a PartitionSpec, or a dict {{State or filter: PartitionSpec}}; got {specs!r}.")
 
@@ -137,11 +138,7 @@ class ShardMapFunction(LaneProgramCalls, StatefulFunction):
         return specs
 
     def _state_spec(self, state: State, rules: list, paths: dict) -> PartitionSpec | None:
-        path = paths.get(id(state), ())
-        for predicate, spec in rules:
-            if predicate(path, state):
-                return spec
-        return None
+        return first_match(rules, paths.get(id(state), ()), state)
 
     # ------------------------------------------------------------------ tracing hooks
     def _trace(self, key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs) -> TracedCall:
@@ -185,7 +182,7 @@ class ShardMapFunction(LaneProgramCalls, StatefulFunction):
         if spec is None and is_random_state(state) and is_single_key(value):
             scratch["state_specs"][id(state)] = "split"
             scratch["split"].append(state)
-            return jax.tree.map(lambda x: self._per_shard_aval(jax.typeof(x), _REPLICATED, ""), value)
+            return super()._state_input_avals(state, value)
         spec = spec or _REPLICATED
         scratch["state_specs"][id(state)] = spec
         label = state.describe()
