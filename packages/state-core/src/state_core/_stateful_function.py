@@ -501,6 +501,27 @@ class StatefulFunction:
         out_defs = [jax.tree.structure(s._value) for s in entry.out_states]
         return unflatten_states(out_defs, flat[entry.n_out_leaves :]), out
 
+    def trace(self, *args: Any, **kwargs: Any) -> TracedCall:
+        """The ``TracedCall`` for a call with these arguments, tracing once if the signature is new.
+
+        This is the entry point for engines built on ``StatefulFunction`` (loops,
+        conditionals, custom mappings): the record gives the closed jaxpr
+        ``(input state leaves..., dynamic arg leaves...) -> (output leaves...,
+        written state leaves...)`` and the states it reads (``in_states``) and
+        writes (``out_states``). No state is read or written by this call.
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> from state_core import State, StatefulFunction
+            >>> s = State(jnp.zeros(2), name='s')
+            >>> def inc(x):
+            ...     s.value = s.value + x
+            >>> call = StatefulFunction(inc).trace(1.0)
+            >>> [st.name for st in call.in_states], [st.name for st in call.out_states]
+            (['s'], ['s'])
+        """
+        return self._lookup(args, kwargs)[0]
+
     def make_jaxpr(self, *args: Any, **kwargs: Any) -> Any:
         """Trace (if needed) for these arguments and return the closed jaxpr."""
         return self._lookup(args, kwargs)[0].closed_jaxpr
