@@ -46,17 +46,17 @@ def test_name_tags_and_metadata():
     s = ParamState(jnp.zeros(2), name="w", tag="trainable", unit="mV", scale=2)
     assert s.name == "w"
     assert s.tags == frozenset({"trainable"})
-    assert s.tag == "trainable"
+    assert s.tag == frozenset({"trainable"})  # brainstate's `tag`: the set of tags
     assert s.metadata == {"unit": "mV", "scale": 2}
     assert s.strict is False
 
     multi = State(jnp.zeros(2), tag=["b", "a", "b"])
     assert multi.tags == frozenset({"a", "b"})
-    assert multi.tag == "a"  # sorted first
+    assert multi.tag == frozenset({"a", "b"})
     assert multi.name is None and multi.metadata == {}
 
     plain = State(1.0)
-    assert plain.tags == frozenset() and plain.tag is None
+    assert plain.tags == frozenset() and plain.tag == frozenset()
 
     plain.add_tag("x", "y")
     assert plain.tags == frozenset({"x", "y"})
@@ -237,7 +237,11 @@ def test_describe():
 
 def test_pickling_is_refused():
     s = ParamState(jnp.ones(2), name="w")
-    with pytest.raises(TypeError, match=re.escape("ParamState 'w' cannot be pickled; save `state.value` instead.")):
+    expected = (
+        "ParamState 'w' cannot be pickled; save `state.value` (or "
+        "`collect_states(obj).to_values()`) instead, and use copy.deepcopy"
+    )
+    with pytest.raises(TypeError, match=re.escape(expected)):
         pickle.dumps(s)
     with pytest.raises(TypeError, match="cannot be pickled"):
         pickle.dumps({"inside": [s]})

@@ -17,16 +17,19 @@ Example:
 from . import filter
 from .__about__ import __version__
 from ._collection import StateDict, collect_states, states_of_callable
+from ._errors import BatchAxisError, StateError, StateLeakError
 from ._jax_internals import ArrayImpl
-from ._pretty import format_fields
+from ._introspection import make_jaxpr
+from ._pretty import format_fields, format_value
 from ._state import (
     HiddenState,
     LongTermState,
     ParamState,
     ShortTermState,
     State,
-    StateLeakError,
     check_not_state,
+    check_state_value_tree,
+    maybe_state,
     strict_state_checks,
 )
 from ._stateful_function import (
@@ -51,7 +54,13 @@ __all__ = [
     "LongTermState",
     "ParamState",
     "HiddenState",
+    "StateError",
     "StateLeakError",
+    "BatchAxisError",
+    "maybe_state",
+    "check_state_value_tree",
+    "make_jaxpr",
+    "format_value",
     "strict_state_checks",
     "check_not_state",
     "StateTraceStack",

@@ -96,6 +96,26 @@ class StateDict(dict):
         inner = ", ".join(f"{'.'.join(map(str, p))}: {type(s).__name__}" for p, s in self.items())
         return f"StateDict({{{inner}}})"
 
+    def __str__(self) -> str:
+        """One line per path with the state's type and value (large arrays summarised).
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> from state_core import ParamState, ShortTermState, collect_states
+            >>> print(collect_states({'w': ParamState(jnp.ones(2)), 'h': [ShortTermState(0.0)]}))
+            StateDict(
+              w: ParamState = Array([1., 1.], dtype=float32),
+              h.0: ShortTermState = 0.0
+            )
+        """
+        if not self:
+            return "StateDict()"
+        lines = [
+            f"{'.'.join(map(str, p))}: {type(s).__name__} = {s._value_text()}".replace("\n", "\n  ")
+            for p, s in self.items()
+        ]
+        return "StateDict(\n  " + ",\n  ".join(lines) + "\n)"
+
 
 # A pytree that keeps insertion order (a plain dict would be sorted by key, which
 # fails for paths that mix ints and strings), so gradients w.r.t. a StateDict come

@@ -5,6 +5,13 @@ from __future__ import annotations
 import types  # noqa: F401  (named in the FilterLike annotation)
 from typing import Any, Callable, Hashable, Tuple, Union
 
+import jax
+
+_DictKey = jax.tree_util.DictKey
+_GetAttrKey = jax.tree_util.GetAttrKey
+_SequenceKey = jax.tree_util.SequenceKey
+_FlattenedIndexKey = jax.tree_util.FlattenedIndexKey
+
 __all__ = [
     "Filter",
     "OfType",
@@ -65,6 +72,10 @@ class Filter:
 class OfType(Filter):
     """Select states that are instances of ``type_`` (subclasses included).
 
+    An object that is not an instance but declares the class it stands for in a
+    ``.type`` attribute (a state reference or a state-like record, as brainstate's
+    filters accept) is matched when that class is ``type_`` or a subclass.
+
     Example:
         >>> from state_core import ParamState, State
         >>> from state_core.filter import OfType
@@ -80,7 +91,10 @@ class OfType(Filter):
         self.type = type_
 
     def __call__(self, path: Path, state: Any) -> bool:
-        return isinstance(state, self.type)
+        if isinstance(state, self.type):
+            return True
+        declared = getattr(state, "type", None)
+        return isinstance(declared, type) and issubclass(declared, self.type)
 
     def _key(self) -> tuple:
         return (self.type,)
@@ -90,7 +104,9 @@ class OfType(Filter):
 
 
 class WithTag(Filter):
-    """Select states that carry ``tag`` (see ``State(tag=...)``).
+    """Select states that carry ``tag`` among their tags (see ``State(tag=...)``).
+
+    A state may carry several tags; it is selected when any of them is ``tag``.
 
     Example:
         >>> from state_core import State
@@ -105,7 +121,11 @@ class WithTag(Filter):
         self.tag = tag
 
     def __call__(self, path: Path, state: Any) -> bool:
-        return self.tag in getattr(state, "tags", ())
+        tags = getattr(state, "tags", None)
+        if tags is None:  # a state-like object with brainstate's single-string ``tag``
+            tags = getattr(state, "tag", None)
+            return tags == self.tag if isinstance(tags, str) else self.tag in (tags or ())
+        return self.tag in tags
 
     def _key(self) -> tuple:
         return (self.tag,)
@@ -117,24 +137,46 @@ class WithTag(Filter):
 class PathContains(Filter):
     """Select states whose path (attribute names / indices from the root) contains ``key``.
 
+    Paths may be plain tuples of names and indices (as ``collect_states`` gives)
+    or JAX key paths (``jax.tree_util.DictKey``, ``GetAttrKey``, ``SequenceKey``
+    entries, as ``jax.tree_util.tree_flatten_with_path`` gives); ``key`` may be
+    either form too.
+
     Example:
+        >>> import jax
         >>> from state_core import State
         >>> from state_core.filter import PathContains
         >>> PathContains('encoder')(('encoder', 'weight'), State(0.))
         True
+        >>> path = (jax.tree_util.DictKey('encoder'), jax.tree_util.SequenceKey(0))
+        >>> PathContains('encoder')(path, State(0.)), PathContains(0)(path, State(0.))
+        (True, True)
     """
 
     def __init__(self, key: Hashable) -> None:
-        self.key = key
+        self.key = _plain_key(key)
 
     def __call__(self, path: Path, state: Any) -> bool:
-        return self.key in path
+        key = self.key
+        return any(_plain_key(entry) == key for entry in path)
 
     def _key(self) -> tuple:
         return (self.key,)
 
     def __repr__(self) -> str:
         return f"PathContains({self.key!r})"
+
+
+def _plain_key(entry: Any) -> Any:
+    """The name or index inside a JAX key-path entry; other path entries unchanged."""
+    entry_type = type(entry)
+    if entry_type is _DictKey or entry_type is _FlattenedIndexKey:
+        return entry.key
+    if entry_type is _GetAttrKey:
+        return entry.name
+    if entry_type is _SequenceKey:
+        return entry.idx
+    return entry
 
 
 class Any(Filter):  # noqa: A001 - the name mirrors the set-theoretic meaning
@@ -248,7 +290,12 @@ class Nothing(Filter):
 
 
 class _Callable(Filter):
-    """Wraps a user predicate so it compares and hashes by identity."""
+    """Wraps a user predicate so it compares and hashes by identity.
+
+    Identity (not the callable's own ``__eq__``/``__hash__``) keeps every filter
+    hashable, also for callable objects that define ``__eq__`` without ``__hash__``;
+    the wrapper holds the callable, so its ``id`` cannot be reused meanwhile.
+    """
 
     def __init__(self, fn: Callable[[Path, Any], bool]) -> None:
         self.fn = fn
@@ -256,8 +303,13 @@ class _Callable(Filter):
     def __call__(self, path: Path, state: Any) -> bool:
         return bool(self.fn(path, state))
 
+    def __eq__(self, other: object) -> bool:
+        return type(other) is _Callable and other.fn is self.fn  # type: ignore[attr-defined]
+
+    __hash__ = Filter.__hash__
+
     def _key(self) -> tuple:
-        return (self.fn,)
+        return (id(self.fn),)
 
     def __repr__(self) -> str:
         return repr(self.fn)

@@ -1,10 +1,21 @@
-"""Nested, two-space-indented reprs shared by states and modules."""
+"""Reprs shared by states, collections and modules: nested fields and value summaries."""
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
-__all__ = ["format_fields"]
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._jax_internals import is_tracer
+
+__all__ = ["format_fields", "format_value", "SUMMARY_THRESHOLD"]
+
+# Arrays with more elements than this are summarised (shape, dtype, min/max/mean)
+# instead of printed in full, like NumPy's own summarisation but much earlier,
+# because a state is usually printed inside a larger model.
+SUMMARY_THRESHOLD = 16
 
 
 def format_fields(type_name: str, fields: Sequence[tuple[str, Any]]) -> str:
@@ -28,3 +39,56 @@ def format_fields(type_name: str, fields: Sequence[tuple[str, Any]]) -> str:
         text = text.replace("\n", "\n  ")
         rendered.append(f"  {key}={text}")
     return f"{type_name}(\n" + ",\n".join(rendered) + "\n)"
+
+
+class _Shown:
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def format_value(tree: Any) -> str:
+    """Render a pytree with its values: small arrays in full, large ones as a summary.
+
+    Arrays with more than ``SUMMARY_THRESHOLD`` elements show their shape, dtype
+    and min/max/mean (computed where the array lives, without copying it to the
+    host); tracers and PRNG keys show their abstract value.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> print(format_value({'b': jnp.zeros(2), 'w': jnp.arange(100.0).reshape(10, 10)}))
+        {'b': Array([0., 0.], dtype=float32), 'w': float32[10,10] min=0 max=99 mean=49.5}
+    """
+    leaves, treedef = jax.tree.flatten(tree)
+    shown = [_Shown(_leaf_text(x)) for x in leaves]
+    if treedef.num_leaves == 1 and treedef.num_nodes == 1:
+        return shown[0].text
+    return repr(jax.tree.unflatten(treedef, shown))
+
+
+def _leaf_text(x: Any) -> str:
+    if is_tracer(x):
+        return repr(jax.typeof(x))
+    if not isinstance(x, (jax.Array, np.ndarray)):
+        return repr(x)
+    if isinstance(x, jax.Array) and x.is_deleted():
+        return f"<deleted {jax.typeof(x)}>"
+    dtype = x.dtype
+    if jnp.issubdtype(dtype, jax.dtypes.prng_key):
+        return repr(jax.typeof(x))
+    if x.size <= SUMMARY_THRESHOLD:
+        # One line: the array's own line breaks would not line up once nested in fields.
+        return " ".join(line.strip() for line in repr(x).splitlines())
+    shape = ",".join(map(str, x.shape))
+    head = f"{dtype.name}[{shape}]"
+    if not (jnp.issubdtype(dtype, jnp.number) or dtype == np.bool_) or jnp.issubdtype(
+        dtype, jnp.complexfloating
+    ):
+        return head
+    stats = jnp.stack([jnp.min(x), jnp.max(x), jnp.mean(x, dtype=jnp.float32)]).astype(jnp.float32)
+    lo, hi, mean = (float(v) for v in np.asarray(stats))
+    return f"{head} min={lo:.4g} max={hi:.4g} mean={mean:.4g}"

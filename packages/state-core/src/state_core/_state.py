@@ -9,8 +9,9 @@ import jax
 import numpy as np
 
 from ._context import CTX, user_call_site
+from ._errors import StateLeakError
 from ._jax_internals import current_trace, is_tracer
-from ._pretty import format_fields
+from ._pretty import format_fields, format_value
 
 __all__ = [
     "State",
@@ -20,13 +21,11 @@ __all__ = [
     "HiddenState",
     "StateLeakError",
     "strict_state_checks",
+    "maybe_state",
+    "check_state_value_tree",
 ]
 
 T = TypeVar("T")
-
-
-class StateLeakError(RuntimeError):
-    """A traced value escaped from the transformation that produced it."""
 
 
 @contextlib.contextmanager
@@ -51,6 +50,18 @@ def strict_state_checks() -> Iterator[None]:
         yield
     finally:
         CTX.strict -= 1
+
+
+def _as_tags(tag: str | Iterable[str] | None) -> frozenset[str]:
+    if tag is None:
+        return frozenset()
+    if isinstance(tag, str):
+        return frozenset((tag,))
+    tags = frozenset(tag)
+    for t in tags:
+        if not isinstance(t, str):
+            raise TypeError(f"State tags must be strings, got {t!r} of type {type(t).__name__}.")
+    return tags
 
 
 def _describe_structure(tree: Any) -> str:
@@ -116,12 +127,7 @@ class State(Generic[T]):
             raise TypeError(f"State name must be a str or None, got {type(name).__name__}.")
         self._value = value
         self._name = name
-        if tag is None:
-            self._tags: frozenset[str] = frozenset()
-        elif isinstance(tag, str):
-            self._tags = frozenset((tag,))
-        else:
-            self._tags = frozenset(tag)
+        self._tags: frozenset[str] = _as_tags(tag)
         self.strict = bool(strict)
         self.metadata: dict[str, Any] = metadata
         stacks = CTX.stacks
@@ -137,6 +143,7 @@ class State(Generic[T]):
         self._born_traced = bool(stacks) or _contains_tracer(value)
         for catcher in CTX.catchers:
             catcher._add(self)
+        self._source_info = self._created_at or user_call_site()
 
     # -- identity -----------------------------------------------------------------
     __hash__ = object.__hash__
@@ -164,9 +171,24 @@ class State(Generic[T]):
         self._tags = self._tags.union(tags)
 
     @property
-    def tag(self) -> str | None:
-        """The single tag of this state, ``None`` when it has none (several: sorted first)."""
-        return min(self._tags) if self._tags else None
+    def tag(self) -> frozenset[str]:
+        """The set of tags this state carries (the same as ``tags``; brainstate's name).
+
+        Assigning a tag, an iterable of tags or ``None`` replaces the set.
+
+        Example:
+            >>> from state_core import State
+            >>> s = State(0.0, tag='fast')
+            >>> s.tag
+            frozenset({'fast'})
+            >>> s.tag = ('a', 'b'); sorted(s.tag)
+            ['a', 'b']
+        """
+        return self._tags
+
+    @tag.setter
+    def tag(self, tag: str | Iterable[str] | None) -> None:
+        self._tags = _as_tags(tag)
 
     def describe(self) -> str:
         """A short human description used in error messages, e.g. ``ParamState 'weight'``."""
@@ -261,6 +283,180 @@ class State(Generic[T]):
             "state_transform.vmap2_new_states / catch_new_states and export their values."
         )
 
+    # -- brainstate-compatible helpers: size, copies, call-site ------------------------------
+    def numel(self) -> int:
+        """The total number of elements over every leaf of the value.
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> from state_core import State
+            >>> State({'w': jnp.zeros((2, 3)), 'b': jnp.zeros(3)}).numel()
+            9
+        """
+        return sum(int(np.size(leaf)) for leaf in jax.tree.leaves(self._value))
+
+    def value_call(self, fn: Any) -> Any:
+        """Apply ``fn`` to every leaf of the value (a read) and return the new pytree.
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> from state_core import State
+            >>> State({'a': jnp.ones(2), 'b': jnp.zeros(1)}).value_call(lambda x: x.shape)
+            {'a': (2,), 'b': (1,)}
+        """
+        return jax.tree.map(fn, self.value)
+
+    def copy(self: "State[T]") -> "State[T]":
+        """A new state of the same class, name, tags and metadata holding the same value.
+
+        The copy has its own identity: writing one does not change the other. The
+        leaves are shared, which is safe because JAX arrays are immutable (use
+        ``copy.deepcopy`` to also duplicate NumPy buffers).
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> from state_core import ParamState
+            >>> w = ParamState(jnp.zeros(2), name='w', tag='train')
+            >>> w2 = w.copy()
+            >>> w2.value = w2.value + 1
+            >>> w.value, w2.value, w2.name, sorted(w2.tag), w2 is w
+            (Array([0., 0.], dtype=float32), Array([1., 1.], dtype=float32), 'w', ['train'], False)
+        """
+        return self._clone(self._value)
+
+    def replace(self: "State[T]", value: Any) -> "State[Any]":
+        """A new state of the same class, name, tags and metadata holding ``value``.
+
+        Unlike writing ``value``, the structure may differ; this state is unchanged.
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> from state_core import ParamState
+            >>> w = ParamState(jnp.zeros(2), name='w')
+            >>> w3 = w.replace(jnp.ones(3))
+            >>> type(w3).__name__, w3.name, w3.value.shape, w.value.shape
+            ('ParamState', 'w', (3,), (2,))
+        """
+        if isinstance(value, State):
+            raise TypeError(
+                f"{self.describe()}.replace() expects a value, got {value.describe()}; "
+                "pass `other.value`."
+            )
+        return self._clone(value)
+
+    def copy_from(self, other: "State[Any]") -> None:
+        """Write the value of ``other`` into this state (a recorded write; metadata unchanged).
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> from state_core import State
+            >>> a, b = State(jnp.zeros(2)), State(jnp.ones(2))
+            >>> a.copy_from(b)
+            >>> a.value
+            Array([1., 1.], dtype=float32)
+        """
+        if not isinstance(other, State):
+            raise TypeError(
+                f"{self.describe()}.copy_from() expects a State, got {type(other).__name__}; "
+                "to write a plain value assign `state.value = x`."
+            )
+        self.value = other.value
+
+    def _clone(self, value: Any) -> "State[Any]":
+        # Subclass attributes come along with __dict__; State.__init__ then gives the
+        # clone its own bookkeeping (trace level, creation site, catchers) and value.
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        State.__init__(new, value, self._name, self._tags, strict=self.strict, **self.metadata)
+        return new
+
+    def __copy__(self) -> "State[T]":
+        return self._clone(self._value)
+
+    def __deepcopy__(self, memo: dict) -> "State[T]":
+        import copy as _copy
+
+        new = object.__new__(type(self))
+        memo[id(self)] = new  # a state reachable twice stays one state in the copy
+        value = _copy.deepcopy(self._value, memo)  # first: a lazy value materialises here
+        extra = {
+            k: _copy.deepcopy(v, memo)
+            for k, v in self.__dict__.items()
+            if k not in _BOOKKEEPING
+        }
+        new.__dict__.update(extra)
+        State.__init__(
+            new,
+            value,
+            self._name,
+            self._tags,
+            strict=self.strict,
+            **extra.get("metadata", {}),
+        )
+        return new
+
+    @property
+    def source_info(self) -> str:
+        """Where the state was created, as ``file:line`` of the user's code.
+
+        Example:
+            >>> from state_core import State
+            >>> ':' in State(0.0).source_info
+            True
+        """
+        return self._source_info
+
+    @property
+    def stack_level(self) -> int:
+        """How many ``StateTraceStack`` blocks were open when the state was created.
+
+        Accesses are recorded only on stacks opened at or after this level.
+
+        Example:
+            >>> from state_core import State, StateTraceStack
+            >>> with StateTraceStack():
+            ...     inner = State(0.0)
+            >>> State(0.0).stack_level, inner.stack_level
+            (0, 0)
+        """
+        return self._level
+
+    @stack_level.setter
+    def stack_level(self, level: int) -> None:
+        self._level = int(level)
+
+    def __str__(self) -> str:
+        """The state with its value: small arrays in full, large ones summarised."""
+        fields = [
+            (k, self._value_text() if k == "value" else v) for k, v in self._repr_fields()
+        ]
+        return format_fields(type(self).__name__, fields)
+
+    def _value_text(self) -> str:
+        return format_value(self._value)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        # IPython / Jupyter display: show values (``repr`` keeps the abstract form).
+        printer.text(f"{type(self).__name__}(...)" if cycle else str(self))
+
+    def __treescope_repr__(self, path: str | None, subtree_renderer: Any) -> Any:
+        """Render in treescope (notebooks) as a constructor call with the value's leaves."""
+        from treescope import repr_lib  # treescope calls this hook, so it is installed
+
+        attributes: dict[str, Any] = {}
+        if self._name is not None:
+            attributes["name"] = self._name
+        if self._tags:
+            attributes["tag"] = sorted(self._tags)
+        attributes["value"] = self._value
+        return repr_lib.render_object_constructor(
+            object_type=type(self),
+            attributes=attributes,
+            path=path,
+            subtree_renderer=subtree_renderer,
+            roundtrippable=False,
+        )
+
     # -- misc -------------------------------------------------------------------------------
     def _aval_repr(self) -> str:
         leaves, treedef = jax.tree.flatten(self._value)
@@ -274,7 +470,8 @@ class State(Generic[T]):
         if self._name is not None:
             fields.append(("name", repr(self._name)))
         if self._tags:
-            fields.append(("tag", repr(self.tag if len(self._tags) == 1 else sorted(self._tags))))
+            tags = sorted(self._tags)
+            fields.append(("tag", repr(tags[0] if len(tags) == 1 else tags)))
         fields.append(("value", self._aval_repr()))
         return fields
 
@@ -282,7 +479,20 @@ class State(Generic[T]):
         return format_fields(type(self).__name__, self._repr_fields())
 
     def __reduce__(self) -> Any:
-        raise TypeError(f"{self.describe()} cannot be pickled; save `state.value` instead.")
+        # A State's identity is what transformations track, and a pickled copy would be
+        # a different, unconnected state; checkpoints store values instead.
+        raise TypeError(
+            f"{self.describe()} cannot be pickled; save `state.value` (or "
+            "`collect_states(obj).to_values()`) instead, and use copy.deepcopy for an "
+            "in-memory copy."
+        )
+
+
+# Attributes State.__init__ sets itself; a deep copy recreates them instead of copying.
+_BOOKKEEPING = frozenset(
+    {"_value", "_name", "_tags", "strict", "_level", "_leaked_at", "_created_at", "_born_traced",
+     "_source_info"}
+)
 
 
 class _ShownAval:
@@ -353,11 +563,42 @@ class HiddenState(ShortTermState[T]):
         >>> import jax.numpy as jnp
         >>> from state_core import HiddenState
         >>> h = HiddenState(jnp.zeros(8), name='h')
-        >>> h.value.shape
-        (8,)
+        >>> h.value.shape, h.varshape, h.num_state
+        ((8,), (8,), 1)
     """
 
     __module__ = "state_core"
+
+    @property
+    def varshape(self) -> tuple[int, ...]:
+        """The shape of the hidden variable (shared by every leaf when the value is a pytree).
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> from state_core import HiddenState
+            >>> HiddenState({'v': jnp.zeros((4, 3)), 'u': jnp.zeros((4, 3))}).varshape
+            (4, 3)
+        """
+        shapes = {tuple(np.shape(leaf)) for leaf in jax.tree.leaves(self._value)}
+        if len(shapes) != 1:
+            shown = sorted(shapes) if shapes else "no leaves"
+            raise ValueError(
+                f"{self.describe()} has no single varshape: its leaves have shapes {shown}. "
+                "Use one HiddenState per variable shape, or read `value` leaf by leaf."
+            )
+        return shapes.pop()
+
+    @property
+    def num_state(self) -> int:
+        """How many hidden variables the state holds (its number of leaves).
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> from state_core import HiddenState
+            >>> HiddenState((jnp.zeros(2), jnp.zeros(2))).num_state
+            2
+        """
+        return len(jax.tree.leaves(self._value))
 
 
 def check_not_state(tree: Any, where: str) -> None:
@@ -370,3 +611,37 @@ def check_not_state(tree: Any, where: str) -> None:
                 "returned from transformed functions: read or write `state.value` inside "
                 "the function (the transformation tracks it), or pass/return `state.value`."
             )
+
+
+def maybe_state(x: Any) -> Any:
+    """The value of ``x`` if it is a State (a recorded read), otherwise ``x`` itself.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from state_core import State, maybe_state
+        >>> maybe_state(State(jnp.ones(2))), maybe_state(3.0)
+        (Array([1., 1.], dtype=float32), 3.0)
+    """
+    return x.value if isinstance(x, State) else x
+
+
+@contextlib.contextmanager
+def check_state_value_tree(val: bool = True) -> Iterator[None]:
+    """Check that writes keep each state's pytree structure (brainstate's name).
+
+    States here always check the structure on every write (a ``ValueError``
+    naming the state), so this block adds nothing and ``val=False`` cannot turn
+    the check off; it exists so code written for brainstate runs unchanged. For
+    shape and dtype checks too, use ``strict_state_checks()``.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from state_core import State, check_state_value_tree
+        >>> s = State(jnp.zeros(2), name='s')
+        >>> with check_state_value_tree():
+        ...     s.value = (jnp.zeros(2), jnp.zeros(2))
+        Traceback (most recent call last):
+        ...
+        ValueError: Cannot assign to State 's': the new value has pytree structure ((*, *)) but the state holds (*). A state keeps its pytree structure; create a new State if you need a different one.
+    """
+    yield

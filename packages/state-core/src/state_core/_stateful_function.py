@@ -12,6 +12,7 @@ import numpy as np
 from ._context import CTX
 from ._jax_internals import ArrayImpl, current_trace, is_tracer, new_trace_input
 from ._state import State, StateLeakError, check_not_state
+from ._introspection import StatefulFunctionIntrospection
 from ._trace import StateTraceStack
 
 __all__ = [
@@ -130,7 +131,7 @@ class TracedCall:
             setattr(self, name, value)
 
 
-class StatefulFunction:
+class StatefulFunction(StatefulFunctionIntrospection):
     """Trace a function that reads and writes States into a pure, cached program.
 
     For every new call signature (the structure, shapes and dtypes of the dynamic
@@ -171,7 +172,10 @@ class StatefulFunction:
         static_argnames: str | Iterable[str] = (),
         *,
         name: str | None = None,
+        return_only_write: bool = True,
+        ir_optimizations: Any = None,
     ) -> None:
+        self._init_compat_options(return_only_write, ir_optimizations)
         if not callable(fun):
             raise TypeError(f"StatefulFunction expects a callable, got {type(fun).__name__}.")
         self.fun = fun

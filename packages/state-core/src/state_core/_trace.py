@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 from ._context import CTX
+from ._filter import FilterLike, to_predicate
 from ._jax_internals import current_trace, is_tracer
 from ._state import State
 
@@ -149,6 +150,143 @@ class StateTraceStack:
         for state, value in zip(self.states, self.original_values):
             state.restore_value(value)
 
+    # -- brainstate-compatible queries and updates ----------------------------------------
+    @property
+    def been_writen(self) -> list[bool]:
+        """One flag per recorded state (first-access order): ``True`` if it was written.
+
+        (The spelling is brainstate's.)
+
+        Example:
+            >>> from state_core import State, StateTraceStack
+            >>> a, b = State(1.0), State(2.0)
+            >>> with StateTraceStack() as trace:
+            ...     b.value = a.value + 1
+            >>> trace.been_writen
+            [False, True]
+        """
+        return [id(s) in self._written for s in self.states]
+
+    @property
+    def original_state_values(self) -> tuple:
+        """The value each recorded state had at its first access, in first-access order."""
+        return tuple(self.original_values)
+
+    def get_state_values(self, separate: bool = False, replace: bool = False) -> Any:
+        """Current values of the recorded states.
+
+        Args:
+            separate: return ``(written values, read-only values)`` instead of one tuple.
+            replace: with ``separate``, keep one slot per state in both tuples,
+                ``None`` where the state belongs to the other group.
+
+        Example:
+            >>> from state_core import State, StateTraceStack
+            >>> a, b = State(1.0), State(2.0)
+            >>> with StateTraceStack() as trace:
+            ...     b.value = a.value + 1
+            >>> trace.get_state_values(), trace.get_state_values(separate=True, replace=True)
+            ((1.0, 2.0), ((None, 2.0), (1.0, None)))
+        """
+        values = [s._value for s in self.states]
+        if not separate:
+            return tuple(values)
+        flags = self.been_writen
+        if replace:
+            writes = tuple(v if w else None for v, w in zip(values, flags))
+            reads = tuple(None if w else v for v, w in zip(values, flags))
+        else:
+            writes = tuple(v for v, w in zip(values, flags) if w)
+            reads = tuple(v for v, w in zip(values, flags) if not w)
+        return writes, reads
+
+    def recovery_original_values(self) -> None:
+        """brainstate's name for ``restore_original_values()``."""
+        self.restore_original_values()
+
+    def state_subset(self, state_type: Any) -> list[State]:
+        """The recorded states matched by ``state_type`` (a State class or any filter).
+
+        Example:
+            >>> from state_core import ParamState, State, StateTraceStack
+            >>> w, h = ParamState(1.0, name='w'), State(0.0, name='h')
+            >>> with StateTraceStack() as trace:
+            ...     h.value = w.value * 2
+            >>> [s.name for s in trace.state_subset(ParamState)]
+            ['w']
+        """
+        predicate = to_predicate(state_type)
+        return [s for s in self.states if predicate((), s)]
+
+    def assign_state_vals(self, state_vals: Sequence[Any]) -> None:
+        """Give every recorded state a value: written states by a recorded write, others restored.
+
+        Args:
+            state_vals: one value per recorded state, in first-access order.
+
+        Example:
+            >>> from state_core import State, StateTraceStack
+            >>> a, b = State(1.0), State(2.0)
+            >>> with StateTraceStack() as trace:
+            ...     b.value = a.value + 1
+            >>> trace.assign_state_vals([10.0, 20.0])
+            >>> a.value, b.value
+            (10.0, 20.0)
+        """
+        state_vals = list(state_vals)
+        if len(state_vals) != len(self.states):
+            raise ValueError(
+                f"assign_state_vals: the trace recorded {len(self.states)} state(s) but "
+                f"{len(state_vals)} value(s) were given; pass one value per state in "
+                "`trace.states` order."
+            )
+        for state, value in zip(self.states, state_vals):
+            if id(state) in self._written:
+                state.value = value
+            else:
+                state.restore_value(value)
+
+    def merge(self, *traces: "StateTraceStack") -> "StateTraceStack":
+        """Add the states recorded by ``traces`` to this one (in place) and return it.
+
+        A state new to this trace keeps the original value and the read/write
+        flags the other trace recorded; a state already here becomes written if
+        any trace wrote it.
+
+        Example:
+            >>> from state_core import State, StateTraceStack
+            >>> a, b = State(1.0, name='a'), State(2.0, name='b')
+            >>> with StateTraceStack() as t1:
+            ...     _ = a.value
+            >>> with StateTraceStack() as t2:
+            ...     a.value = b.value
+            >>> merged = t1 + t2
+            >>> [s.name for s in merged.states], merged.been_writen
+            (['a', 'b'], [True, False])
+        """
+        for trace in traces:
+            if not isinstance(trace, StateTraceStack):
+                raise TypeError(
+                    f"StateTraceStack.merge expects StateTraceStack objects, got "
+                    f"{type(trace).__name__}."
+                )
+            for state, original in zip(trace.states, trace.original_values):
+                key = id(state)
+                if key not in self._index:
+                    self._index[key] = len(self.states)
+                    self.states.append(state)
+                    self.original_values.append(original)
+                if key in trace._read:
+                    self._read.add(key)
+                if key in trace._written:
+                    self._written.add(key)
+        return self
+
+    def __add__(self, other: "StateTraceStack") -> "StateTraceStack":
+        if not isinstance(other, StateTraceStack):
+            return NotImplemented
+        return StateTraceStack().merge(self, other)
+
     def __len__(self) -> int:
         return len(self.states)
 
@@ -161,16 +299,39 @@ class StateTraceStack:
 
 
 class NewStateCatcher:
-    """The object a ``catch_new_states`` block yields: the states created inside it."""
+    """The object a ``catch_new_states`` block yields: the states created inside it.
 
-    def __init__(self, tag: str | Iterable[str] | None) -> None:
+    It is a sequence (``len``, iteration, indexing) of the caught states in
+    creation order.
+    """
+
+    def __init__(self, tag: str | Iterable[str] | None, exclude: FilterLike = None) -> None:
         self.tag = tag
         self.states: list[State] = []
+        self._exclude = to_predicate(exclude)
 
     def _add(self, state: State) -> None:
+        if self._exclude((), state):
+            return
         if self.tag is not None:
             state.add_tag(*((self.tag,) if isinstance(self.tag, str) else self.tag))
         self.states.append(state)
+
+    def get_by_tag(self, tag: str) -> list[State]:
+        """The caught states that carry ``tag``.
+
+        Example:
+            >>> from state_core import State, catch_new_states
+            >>> with catch_new_states() as caught:
+            ...     a = State(0.0, tag='fast')
+            ...     b = State(0.0)
+            >>> caught.get_by_tag('fast') == [a]
+            True
+        """
+        return [s for s in self.states if tag in s.tags]
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.states[index]
 
     def get_states(self) -> list[State]:
         """The created states, in creation order."""
@@ -192,6 +353,8 @@ class catch_new_states:
 
     Args:
         tag: a tag (or tags) added to each new state; ``None`` adds none.
+        state_tag: brainstate's name for ``tag`` (give one of the two).
+        state_to_exclude: a filter; new states it matches are neither caught nor tagged.
 
     Example:
         >>> import jax.numpy as jnp
@@ -203,8 +366,18 @@ class catch_new_states:
         (2, ['init'])
     """
 
-    def __init__(self, tag: str | Iterable[str] | None = None) -> None:
-        self._catcher = NewStateCatcher(tag)
+    def __init__(
+        self,
+        tag: str | Iterable[str] | None = None,
+        *,
+        state_tag: str | Iterable[str] | None = None,
+        state_to_exclude: FilterLike = None,
+    ) -> None:
+        if tag is not None and state_tag is not None:
+            raise TypeError(
+                "catch_new_states: give the tag as `tag` or as `state_tag`, not both."
+            )
+        self._catcher = NewStateCatcher(tag if state_tag is None else state_tag, state_to_exclude)
 
     def __enter__(self) -> NewStateCatcher:
         CTX.catchers.append(self._catcher)

@@ -1,0 +1,280 @@
+"""Inspecting what a ``StatefulFunction`` traced, under the names brainstate's tools use.
+
+Everything here is built on the tracer's public surface (``trace``,
+``get_arg_cache_key``, ``get_traced_call``, ``jaxpr_call``, ``clear_cache``), so
+it keeps working whatever the call path does internally. ``StatefulFunction``
+gets these methods by deriving from ``StatefulFunctionIntrospection``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Hashable, Iterable, Sequence
+
+import jax
+
+from ._state import State
+from ._trace import StateTraceStack
+
+__all__ = ["StatefulFunctionIntrospection", "make_jaxpr"]
+
+_IR_PASSES = frozenset({"constant_fold", "cse", "dce", "algebraic_simplification", "copy_propagation"})
+
+
+class StatefulFunctionIntrospection:
+    """brainstate-compatible inspection methods of ``StatefulFunction``.
+
+    The plain forms (``get_jaxpr(*args, **kwargs)``, ``get_out_treedef(...)``,
+    ``get_state_trace(...)``) take the same arguments as a call and trace once if
+    that signature is new (``compile_if_miss=False`` raises instead); the
+    ``*_by_cache(key)`` forms take a key from ``get_arg_cache_key(*args, **kwargs)``.
+    Inspection never reads or writes a state's value.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from state_core import State, StatefulFunction
+        >>> s = State(jnp.zeros(2), name='s')
+        >>> def step(x):
+        ...     s.value = s.value + x
+        ...     return s.value.sum()
+        >>> f = StatefulFunction(step)
+        >>> x = jnp.ones(2)
+        >>> print(f.get_jaxpr(x))
+        { lambda ; a:f32[2] b:f32[2]. let
+            c:f32[2] = add a b
+            d:f32[] = reduce_sum[axes=(0,) out_sharding=None] c
+          in (d, c) }
+        >>> key = f.get_arg_cache_key(x)
+        >>> [st.name for st in f.get_write_states_by_cache(key)], f.get_out_shapes_by_cache(key)
+        (['s'], ShapeDtypeStruct(shape=(), dtype=float32))
+        >>> s.value  # inspection did not run the function
+        Array([0., 0.], dtype=float32)
+    """
+
+    # Provided by StatefulFunction.
+    fun: Callable[..., Any]
+    name: str
+    trace: Callable[..., Any]
+    get_arg_cache_key: Callable[..., Hashable]
+    get_traced_call: Callable[..., Any]
+    jaxpr_call: Callable[..., Any]
+
+    # ------------------------------------------------------------------ options
+    def _init_compat_options(self, return_only_write: bool, ir_optimizations: Any) -> None:
+        """Validate and keep brainstate's constructor options (see ``StatefulFunction``).
+
+        ``return_only_write``: the traced program always returns only the written
+        states (brainstate's ``True``); ``False`` is accepted for ported code and
+        changes nothing observable through ``__call__``. ``ir_optimizations``: XLA
+        already runs these passes when it compiles, so any of brainstate's pass
+        names (or ``None``) is accepted and kept for inspection.
+        """
+        if not isinstance(return_only_write, bool):
+            raise TypeError(
+                f"StatefulFunction: return_only_write must be a bool, got "
+                f"{type(return_only_write).__name__}."
+            )
+        if ir_optimizations is not None and not isinstance(ir_optimizations, bool):
+            names = (ir_optimizations,) if isinstance(ir_optimizations, str) else tuple(ir_optimizations)
+            unknown = [n for n in names if n not in _IR_PASSES]
+            if unknown:
+                raise ValueError(
+                    f"StatefulFunction: unknown ir_optimizations {unknown}; use None or any of "
+                    f"{sorted(_IR_PASSES)}."
+                )
+        self.return_only_write = return_only_write
+        self.ir_optimizations = ir_optimizations
+
+    # ------------------------------------------------------------------ lookups
+    def _traced_for(self, args: tuple, kwargs: dict) -> Any:
+        """The ``TracedCall`` of a call with these arguments.
+
+        ``compile_if_miss=False`` (a keyword) raises ``ValueError`` instead of tracing
+        a new signature; without arguments, the latest trace is returned.
+        """
+        compile_if_miss = kwargs.pop("compile_if_miss", True)
+        if not args and not kwargs:
+            return self.get_traced_call()
+        if compile_if_miss:
+            return self.trace(*args, **kwargs)
+        return self.get_traced_call(self.get_arg_cache_key(*args, **kwargs))
+
+    def _cached_calls(self) -> list[tuple[Hashable, Any]]:
+        # The cache is the one piece of StatefulFunction state these stats need.
+        cache = getattr(self, "_cache", None) or {}
+        return list(cache.items())
+
+    # ------------------------------------------------------------------ by arguments
+    def get_jaxpr(self, *args: Any, **kwargs: Any) -> Any:
+        """The closed jaxpr ``(input state leaves..., arg leaves...) -> (outputs..., written state leaves...)``."""
+        return self._traced_for(args, kwargs).closed_jaxpr
+
+    def get_out_treedef(self, *args: Any, **kwargs: Any) -> Any:
+        """The pytree structure of the function's return value for these arguments."""
+        return self._traced_for(args, kwargs).out_treedef
+
+    def get_state_trace(self, *args: Any, **kwargs: Any) -> StateTraceStack:
+        """A ``StateTraceStack`` of the states the call accesses, with read/write flags.
+
+        Its original values are the states' current values, so
+        ``recovery_original_values()`` puts back what they hold now.
+        """
+        return _recorded_trace(self._traced_for(args, kwargs), self.name)
+
+    # ------------------------------------------------------------------ by cache key
+    def get_out_shapes_by_cache(self, key: Hashable) -> Any:
+        """``jax.ShapeDtypeStruct`` tree of the output traced for ``key``."""
+        return self.get_traced_call(key).out_shapes
+
+    def get_out_treedef_by_cache(self, key: Hashable) -> Any:
+        """The output pytree structure traced for ``key``."""
+        return self.get_traced_call(key).out_treedef
+
+    def get_states_by_cache(self, key: Hashable) -> tuple[State, ...]:
+        """Every state accessed for ``key``, in first-access order."""
+        return tuple(self.get_traced_call(key).states)
+
+    def get_read_states_by_cache(self, key: Hashable) -> tuple[State, ...]:
+        """The states read but never written for ``key``."""
+        return tuple(self.get_traced_call(key).read_only_states)
+
+    def get_write_states_by_cache(self, key: Hashable) -> tuple[State, ...]:
+        """The states written for ``key``."""
+        return tuple(self.get_traced_call(key).out_states)
+
+    def get_state_trace_by_cache(self, key: Hashable) -> StateTraceStack:
+        """``get_state_trace`` for a cache key."""
+        return _recorded_trace(self.get_traced_call(key), self.name)
+
+    # ------------------------------------------------------------------ cache health
+    def get_cache_stats(self) -> dict[str, Any]:
+        """How many call signatures are cached, and how many states they touch.
+
+        Returns:
+            ``{'size': number of cached signatures, 'maxsize': the cache bound or
+            None, 'states': number of distinct states over all cached traces}``.
+        """
+        calls = self._cached_calls()
+        distinct = {id(s) for _, call in calls for s in call.states}
+        cache = getattr(self, "_cache", None)
+        return {"size": len(calls), "maxsize": getattr(cache, "maxsize", None), "states": len(distinct)}
+
+    def validate_states(self, key: Hashable) -> bool:
+        """Check that the states read for ``key`` still have the traced shapes and dtypes.
+
+        Returns ``True``; raises ``ValueError`` naming each state that changed (the
+        next call with that signature traces again).
+        """
+        problems = _changed_states(self.get_traced_call(key))
+        if problems:
+            raise ValueError(
+                f"{self.name}: the states read by this traced signature changed since it was "
+                "traced: " + "; ".join(problems) + ". The next call traces again."
+            )
+        return True
+
+    def validate_all_states(self) -> dict[Hashable, bool]:
+        """``{cache key: True if every state read for it keeps its traced shapes/dtypes}``."""
+        return {key: not _changed_states(call) for key, call in self._cached_calls()}
+
+    # ------------------------------------------------------------------ running
+    def jaxpr_call_auto(self, *args: Any, **kwargs: Any) -> Any:
+        """Evaluate the traced jaxpr (uncompiled) with the states' current values, write back.
+
+        Like a call, but primitive by primitive instead of through ``jax.jit``: useful
+        to compare against the compiled program. If evaluation fails, no state changes.
+        """
+        call = self.trace(*args, **kwargs)
+        values = [s.value for s in call.in_states]
+        new_values, out = self.jaxpr_call(values, *args, **kwargs)
+        for state, value in zip(call.out_states, new_values):
+            state.value = value
+        return out
+
+    def debug_call(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the Python function eagerly, untraced, so ``print`` and debuggers see values.
+
+        States are read and written directly; if the function raises, every state it
+        touched gets back the value it had before the call.
+        """
+        stack = StateTraceStack(f"debug_call {self.name}")
+        finished = False
+        try:
+            with stack:
+                out = self.fun(*args, **kwargs)
+            finished = True
+        finally:
+            if not finished:
+                stack.restore_original_values()
+        return out
+
+
+def _recorded_trace(call: Any, name: str) -> StateTraceStack:
+    stack = StateTraceStack(name)
+    written = {id(s) for s in call.out_states}
+    for state in call.states:
+        stack._first_access(state)
+        (stack._written if id(state) in written else stack._read).add(id(state))
+    return stack
+
+
+def _changed_states(call: Any) -> list[str]:
+    problems = []
+    for state, expected in zip(call.in_states, call.in_state_avals):
+        now = tuple(_shape_dtype(x) for x in jax.tree.leaves(state._value))
+        then = tuple((sig[0], sig[1]) for sig in expected)
+        if now != then:
+            problems.append(f"{state.describe()} was traced as {list(then)} and now holds {list(now)}")
+    return problems
+
+
+def _shape_dtype(x: Any) -> tuple:
+    aval = jax.typeof(x)
+    return (aval.shape, aval.dtype)
+
+
+def make_jaxpr(
+    fun: Callable[..., Any],
+    static_argnums: int | Iterable[int] = (),
+    static_argnames: str | Iterable[str] = (),
+    return_shape: bool = False,
+) -> Callable[..., tuple]:
+    """Like ``jax.make_jaxpr``, for functions that read and write States.
+
+    Returns a function that, given example arguments, traces ``fun`` afresh (so a
+    state whose shape changed is seen as it is now) and returns ``(jaxpr, states)``
+    or, with ``return_shape=True``, ``(jaxpr, out_shapes, states)``. The jaxpr takes
+    ``(values of the states read before any write..., argument leaves...)`` and
+    returns ``(output leaves..., new values of the written states...)``; ``states``
+    lists every state accessed, in first-access order. No state changes.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from state_core import State, make_jaxpr
+        >>> s = State(jnp.zeros(3), name='s')
+        >>> def f(x):
+        ...     s.value = s.value * x
+        ...     return x.sum()
+        >>> jaxpr, states = make_jaxpr(f)(jnp.ones(3))
+        >>> print(jaxpr)
+        { lambda ; a:f32[3] b:f32[3]. let
+            c:f32[3] = mul a b
+            d:f32[] = reduce_sum[axes=(0,) out_sharding=None] b
+          in (d, c) }
+        >>> [st.name for st in states]
+        ['s']
+    """
+    # Imported here: StatefulFunction derives from the mixin defined in this module.
+    from ._stateful_function import StatefulFunction
+
+    stateful = StatefulFunction(fun, static_argnums, static_argnames)
+
+    def make(*args: Any, **kwargs: Any) -> tuple:
+        stateful.clear_cache()
+        call = stateful.trace(*args, **kwargs)
+        states = tuple(call.states)
+        if return_shape:
+            return call.closed_jaxpr, call.out_shapes, states
+        return call.closed_jaxpr, states
+
+    make.__name__ = f"make_jaxpr({getattr(fun, '__name__', type(fun).__name__)})"
+    return make
