@@ -76,7 +76,7 @@ def _leaf_text(x: Any) -> str:
     if not isinstance(x, (jax.Array, np.ndarray)):
         return repr(x)
     if isinstance(x, jax.Array) and x.is_deleted():
-        return f"<deleted {jax.typeof(x)}>"
+        return f"<deleted {jax.typeof(x)!r}>"
     dtype = x.dtype
     if jnp.issubdtype(dtype, jax.dtypes.prng_key):
         return repr(jax.typeof(x))
