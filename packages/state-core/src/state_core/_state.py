@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 from typing import Any, Generic, Iterable, Iterator, TypeVar
 
 import jax
@@ -50,6 +51,21 @@ def strict_state_checks() -> Iterator[None]:
         yield
     finally:
         CTX.strict -= 1
+
+
+_LIBRARY_MODULES = frozenset(
+    {"state_core", "state_random", "state_transform", "state_nn", "jax", "jaxlib", "contextlib"}
+)
+
+
+def _creation_site() -> tuple[str, int] | str:
+    """``(file, line)`` of the innermost frame outside our libraries and JAX."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_globals.get("__name__", "").partition(".")[0] not in _LIBRARY_MODULES:
+            return (frame.f_code.co_filename, frame.f_lineno)
+        frame = frame.f_back
+    return "<unknown location>"
 
 
 def _as_tags(tag: str | Iterable[str] | None) -> frozenset[str]:
@@ -143,7 +159,7 @@ class State(Generic[T]):
         self._born_traced = bool(stacks) or _contains_tracer(value)
         for catcher in CTX.catchers:
             catcher._add(self)
-        self._source_info = self._created_at or user_call_site()
+        self._source_info: Any = self._created_at or _creation_site()
 
     # -- identity -----------------------------------------------------------------
     __hash__ = object.__hash__
@@ -404,7 +420,10 @@ class State(Generic[T]):
             >>> ':' in State(0.0).source_info
             True
         """
-        return self._source_info
+        site = self._source_info
+        if type(site) is tuple:  # formatted on first use: creating a state stays cheap
+            site = self._source_info = f"{site[0]}:{site[1]}"
+        return site
 
     @property
     def stack_level(self) -> int:
