@@ -114,3 +114,23 @@ def test_catch_new_states_exclude():
 def test_catch_new_states_tag_and_state_tag_conflict():
     with pytest.raises(TypeError, match="give the tag as `tag` or as `state_tag`, not both"):
         catch_new_states(tag="a", state_tag="b")
+
+
+def test_assign_state_vals_bad_structure_changes_nothing():
+    trace, a, b, c = _traced()
+    with pytest.raises(ValueError, match=re.escape("the value for HiddenState 'c' has pytree structure")):
+        trace.assign_state_vals([jnp.array([0.5]), jnp.array([7.0, 8.0]), (1.0, 2.0)])
+    assert_allclose(b.value, [13.0])
+    assert_allclose(a.value, [1.0, 2.0])
+
+
+def test_read_and_write_states_with_replaced_slots():
+    trace, a, b, c = _traced()
+    assert trace.get_read_states(replace_writen=True) == [None, a, c]
+    assert trace.get_write_states(replace_read=True) == [b, None, None]
+    values = trace.get_read_state_values(replace_writen=True)
+    assert values[0] is None
+    assert_allclose(values[1], [1.0, 2.0])
+    writes = trace.get_write_state_values(replace_read=True)
+    assert_allclose(writes[0], [13.0])
+    assert writes[1:] == [None, None]

@@ -129,21 +129,33 @@ class StateTraceStack:
         """True if ``state`` was read inside the block."""
         return id(state) in self._read
 
-    def get_read_states(self) -> list[State]:
-        """States that were read and never written, in first-access order."""
+    def get_read_states(self, replace_writen: bool = False) -> list[State]:
+        """States that were read and never written, in first-access order.
+
+        With ``replace_writen=True`` every recorded state keeps its slot, written
+        ones as ``None`` (brainstate's layout).
+        """
+        if replace_writen:
+            return [None if id(s) in self._written else s for s in self.states]
         return [s for s in self.states if id(s) not in self._written]
 
-    def get_write_states(self) -> list[State]:
-        """States that were written (and possibly read), in first-access order."""
+    def get_write_states(self, replace_read: bool = False) -> list[State]:
+        """States that were written (and possibly read), in first-access order.
+
+        With ``replace_read=True`` every recorded state keeps its slot, read-only
+        ones as ``None``.
+        """
+        if replace_read:
+            return [s if id(s) in self._written else None for s in self.states]
         return [s for s in self.states if id(s) in self._written]
 
-    def get_read_state_values(self) -> list[Any]:
-        """Current values of ``get_read_states()``."""
-        return [s._value for s in self.get_read_states()]
+    def get_read_state_values(self, replace_writen: bool = False) -> list[Any]:
+        """Current values of ``get_read_states(replace_writen)`` (``None`` stays ``None``)."""
+        return [None if s is None else s._value for s in self.get_read_states(replace_writen)]
 
-    def get_write_state_values(self) -> list[Any]:
-        """Current values of ``get_write_states()``."""
-        return [s._value for s in self.get_write_states()]
+    def get_write_state_values(self, replace_read: bool = False) -> list[Any]:
+        """Current values of ``get_write_states(replace_read)`` (``None`` stays ``None``)."""
+        return [None if s is None else s._value for s in self.get_write_states(replace_read)]
 
     def restore_original_values(self) -> None:
         """Put back the value every recorded state had at its first access."""
@@ -240,6 +252,14 @@ class StateTraceStack:
                 f"{len(state_vals)} value(s) were given; pass one value per state in "
                 "`trace.states` order."
             )
+        # Check every structure first, so a bad value leaves all states untouched.
+        for state, value in zip(self.states, state_vals):
+            if jax.tree.structure(value) != jax.tree.structure(state._value):
+                raise ValueError(
+                    f"assign_state_vals: the value for {state.describe()} has pytree structure "
+                    f"{jax.tree.structure(value)} but the state holds "
+                    f"{jax.tree.structure(state._value)}; no state was changed."
+                )
         for state, value in zip(self.states, state_vals):
             if id(state) in self._written:
                 state.value = value
