@@ -105,11 +105,25 @@ class StatefulFunctionIntrospection:
 
     # ------------------------------------------------------------------ by arguments
     def get_jaxpr(self, *args: Any, **kwargs: Any) -> Any:
-        """The closed jaxpr ``(input state leaves..., arg leaves...) -> (outputs..., written state leaves...)``."""
+        """The closed jaxpr ``(input state leaves..., arg leaves...) -> (outputs..., written state leaves...)``.
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> from state_core import State, StatefulFunction
+            >>> s = State(jnp.ones(2))
+            >>> print(StatefulFunction(lambda x: s.value * x).get_jaxpr(jnp.ones(2)))
+            { lambda ; a:f32[2] b:f32[2]. let c:f32[2] = mul a b in (c,) }
+        """
         return self._traced_for(args, kwargs).closed_jaxpr
 
     def get_out_treedef(self, *args: Any, **kwargs: Any) -> Any:
-        """The pytree structure of the function's return value for these arguments."""
+        """The pytree structure of the function's return value for these arguments.
+
+        Example:
+            >>> from state_core import StatefulFunction
+            >>> StatefulFunction(lambda x: (x, {'y': x})).get_out_treedef(1.0)
+            PyTreeDef((*, {'y': *}))
+        """
         return self._traced_for(args, kwargs).out_treedef
 
     def get_state_trace(self, *args: Any, **kwargs: Any) -> StateTraceStack:
@@ -117,32 +131,84 @@ class StatefulFunctionIntrospection:
 
         Its original values are the states' current values, so
         ``recovery_original_values()`` puts back what they hold now.
+
+        Example:
+            >>> from state_core import State, StatefulFunction
+            >>> a, b = State(1.0, name='a'), State(0.0, name='b')
+            >>> def f(x):
+            ...     b.value = a.value * x
+            >>> trace = StatefulFunction(f).get_state_trace(2.0)
+            >>> [s.name for s in trace.states], trace.been_writen
+            (['a', 'b'], [False, True])
         """
         return _recorded_trace(self._traced_for(args, kwargs), self.name)
 
     # ------------------------------------------------------------------ by cache key
     def get_out_shapes_by_cache(self, key: Hashable) -> Any:
-        """``jax.ShapeDtypeStruct`` tree of the output traced for ``key``."""
+        """``jax.ShapeDtypeStruct`` tree of the output traced for ``key``.
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> from state_core import StatefulFunction
+            >>> f = StatefulFunction(lambda x: x.sum())
+            >>> f(jnp.ones(3))
+            Array(3., dtype=float32)
+            >>> f.get_out_shapes_by_cache(f.get_arg_cache_key(jnp.ones(3)))
+            ShapeDtypeStruct(shape=(), dtype=float32)
+        """
         return self.get_traced_call(key).out_shapes
 
     def get_out_treedef_by_cache(self, key: Hashable) -> Any:
-        """The output pytree structure traced for ``key``."""
+        """The output pytree structure traced for ``key``.
+
+        Example:
+            >>> from state_core import StatefulFunction
+            >>> f = StatefulFunction(lambda x: [x, x])
+            >>> _ = f(1.0)
+            >>> f.get_out_treedef_by_cache(f.get_arg_cache_key(1.0))
+            PyTreeDef([*, *])
+        """
         return self.get_traced_call(key).out_treedef
 
     def get_states_by_cache(self, key: Hashable) -> tuple[State, ...]:
-        """Every state accessed for ``key``, in first-access order."""
+        """Every state accessed for ``key``, in first-access order.
+
+        Example:
+            >>> from state_core import State, StatefulFunction
+            >>> a, b = State(1.0, name='a'), State(0.0, name='b')
+            >>> def f(x):
+            ...     b.value = a.value * x
+            >>> sf = StatefulFunction(f)
+            >>> key = sf.get_arg_cache_key(2.0)
+            >>> sf(2.0)
+            >>> [s.name for s in sf.get_states_by_cache(key)], [s.name for s in sf.get_read_states_by_cache(key)]
+            (['a', 'b'], ['a'])
+            >>> [s.name for s in sf.get_write_states_by_cache(key)]
+            ['b']
+        """
         return tuple(self.get_traced_call(key).states)
 
     def get_read_states_by_cache(self, key: Hashable) -> tuple[State, ...]:
-        """The states read but never written for ``key``."""
+        """The states read but never written for ``key`` (example: ``get_states_by_cache``)."""
         return tuple(self.get_traced_call(key).read_only_states)
 
     def get_write_states_by_cache(self, key: Hashable) -> tuple[State, ...]:
-        """The states written for ``key``."""
+        """The states written for ``key`` (example: ``get_states_by_cache``)."""
         return tuple(self.get_traced_call(key).out_states)
 
     def get_state_trace_by_cache(self, key: Hashable) -> StateTraceStack:
-        """``get_state_trace`` for a cache key."""
+        """``get_state_trace`` for a cache key.
+
+        Example:
+            >>> from state_core import State, StatefulFunction
+            >>> s = State(0.0, name='s')
+            >>> def f(x):
+            ...     s.value = s.value + x
+            >>> sf = StatefulFunction(f)
+            >>> sf(1.0)
+            >>> sf.get_state_trace_by_cache(sf.get_arg_cache_key(1.0)).been_writen
+            [True]
+        """
         return _recorded_trace(self.get_traced_call(key), self.name)
 
     # ------------------------------------------------------------------ cache health
@@ -152,6 +218,15 @@ class StatefulFunctionIntrospection:
         Returns:
             ``{'size': number of cached signatures, 'maxsize': the cache bound or
             None, 'states': number of distinct states over all cached traces}``.
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> from state_core import State, StatefulFunction
+            >>> s = State(jnp.zeros(2))
+            >>> f = StatefulFunction(lambda x: s.value + x)
+            >>> _ = f(1.0), f(jnp.ones(2))
+            >>> f.get_cache_stats()['size'], f.get_cache_stats()['states']
+            (2, 1)
         """
         calls = self._cached_calls()
         distinct = {id(s) for _, call in calls for s in call.states}
@@ -163,6 +238,19 @@ class StatefulFunctionIntrospection:
 
         Returns ``True``; raises ``ValueError`` naming each state that changed (the
         next call with that signature traces again).
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> from state_core import State, StatefulFunction
+            >>> s = State(jnp.zeros(2), name='s')
+            >>> f = StatefulFunction(lambda x: s.value + x)
+            >>> key = f.get_arg_cache_key(1.0)
+            >>> _ = f(1.0)
+            >>> f.validate_states(key)
+            True
+            >>> s.value = jnp.zeros(3)
+            >>> f.validate_all_states() == {key: False}
+            True
         """
         problems = _changed_states(self.get_traced_call(key))
         if problems:
@@ -173,7 +261,10 @@ class StatefulFunctionIntrospection:
         return True
 
     def validate_all_states(self) -> dict[Hashable, bool]:
-        """``{cache key: True if every state read for it keeps its traced shapes/dtypes}``."""
+        """``{cache key: True if every state read for it keeps its traced shapes/dtypes}``.
+
+        (Example: ``validate_states``.)
+        """
         return {key: not _changed_states(call) for key, call in self._cached_calls()}
 
     # ------------------------------------------------------------------ running
@@ -182,6 +273,15 @@ class StatefulFunctionIntrospection:
 
         Like a call, but primitive by primitive instead of through ``jax.jit``: useful
         to compare against the compiled program. If evaluation fails, no state changes.
+
+        Example:
+            >>> from state_core import State, StatefulFunction
+            >>> s = State(1.0)
+            >>> def f(x):
+            ...     s.value = s.value * x
+            ...     return s.value
+            >>> StatefulFunction(f).jaxpr_call_auto(3.0), s.value
+            (Array(3., dtype=float32, weak_type=True), Array(3., dtype=float32, weak_type=True))
         """
         call = self.trace(*args, **kwargs)
         values = [s.value for s in call.in_states]
@@ -195,6 +295,17 @@ class StatefulFunctionIntrospection:
 
         States are read and written directly; if the function raises, every state it
         touched gets back the value it had before the call.
+
+        Example:
+            >>> from state_core import State, StatefulFunction
+            >>> s = State(1.0)
+            >>> def f(x):
+            ...     print(type(s.value).__name__)  # a concrete value, not a tracer
+            ...     s.value = s.value + x
+            >>> StatefulFunction(f).debug_call(2.0)
+            float
+            >>> s.value
+            3.0
         """
         stack = StateTraceStack(f"debug_call {self.name}")
         finished = False

@@ -181,7 +181,16 @@ class StateTraceStack:
 
     @property
     def original_state_values(self) -> tuple:
-        """The value each recorded state had at its first access, in first-access order."""
+        """The value each recorded state had at its first access, in first-access order.
+
+        Example:
+            >>> from state_core import State, StateTraceStack
+            >>> s = State(1.0)
+            >>> with StateTraceStack() as trace:
+            ...     s.value = 5.0
+            >>> trace.original_state_values
+            (1.0,)
+        """
         return tuple(self.original_values)
 
     def get_state_values(self, separate: bool = False, replace: bool = False) -> Any:
@@ -213,7 +222,17 @@ class StateTraceStack:
         return writes, reads
 
     def recovery_original_values(self) -> None:
-        """brainstate's name for ``restore_original_values()``."""
+        """brainstate's name for ``restore_original_values()``.
+
+        Example:
+            >>> from state_core import State, StateTraceStack
+            >>> s = State(1.0)
+            >>> with StateTraceStack() as trace:
+            ...     s.value = 5.0
+            >>> trace.recovery_original_values()
+            >>> s.value
+            1.0
+        """
         self.restore_original_values()
 
     def state_subset(self, state_type: Any) -> list[State]:
