@@ -110,7 +110,12 @@ class State(Generic[T]):
         **metadata: free-form metadata kept in ``state.metadata``.
 
     Equality and hashing are by identity: two states are the same only if they
-    are the same object.
+    are the same object. ``copy.copy`` / ``copy.deepcopy`` give new, independent
+    states; pickling is refused (save ``state.value`` instead).
+
+    ``repr`` shows the abstract value (the structure of a model at a glance);
+    ``print`` / ``str``, IPython and treescope show the values, arrays of more
+    than 16 elements as ``dtype[shape] min= max= mean=``.
 
     Example:
         >>> import jax.numpy as jnp
@@ -120,6 +125,10 @@ class State(Generic[T]):
         >>> w
         ParamState(
           value=ShapedArray(float32[2,4])
+        )
+        >>> print(w)
+        ParamState(
+          value=Array([[2., 2., 2., 2.], [2., 2., 2., 2.]], dtype=float32)
         )
     """
 

@@ -129,7 +129,7 @@ class StateTraceStack:
         """True if ``state`` was read inside the block."""
         return id(state) in self._read
 
-    def get_read_states(self, replace_writen: bool = False) -> list[State]:
+    def get_read_states(self, replace_writen: bool = False) -> list[State | None]:
         """States that were read and never written, in first-access order.
 
         With ``replace_writen=True`` every recorded state keeps its slot, written
@@ -139,7 +139,7 @@ class StateTraceStack:
             return [None if id(s) in self._written else s for s in self.states]
         return [s for s in self.states if id(s) not in self._written]
 
-    def get_write_states(self, replace_read: bool = False) -> list[State]:
+    def get_write_states(self, replace_read: bool = False) -> list[State | None]:
         """States that were written (and possibly read), in first-access order.
 
         With ``replace_read=True`` every recorded state keeps its slot, read-only
