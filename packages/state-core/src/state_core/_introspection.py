@@ -8,7 +8,7 @@ gets these methods by deriving from ``StatefulFunctionIntrospection``.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Hashable, Iterable, Sequence
+from typing import Any, Callable, Hashable, Iterable
 
 import jax
 
