@@ -226,6 +226,13 @@ def test_repr_shows_name_sizes_and_settings():
     assert "\n    relu\n  ]\n)" in text
 
 
+def test_map_repr_shows_its_settings_after_the_module():
+    ens = state_nn.Map(state_nn.Dropout(0.5), init_map_size=3)
+    assert repr(ens) == (
+        "Map(\n  module=Dropout(\n    rate=0.5,\n    deterministic=False\n  ),\n  init_map_size=3,\n  behavior='vmap'\n)"
+    )
+
+
 def test_seed_repr_unchanged_for_a_plain_module():
     class Affine(state_nn.Module):
         def __init__(self, size):

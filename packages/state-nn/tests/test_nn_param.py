@@ -122,6 +122,16 @@ def test_set_value_reset_to_prior_and_clip():
     npt.assert_allclose(r.value(), [1.0])
 
 
+def test_set_value_with_the_wrong_shape_is_rejected_and_keeps_the_value():
+    p = state_nn.Param(jnp.array([1.0, 2.0]), name="tau")
+    with pytest.raises(ValueError, match=r"Param 'tau'.set_value: the new value has shape \(3,\) but the parameter has shape \(2,\)"):
+        p.set_value(jnp.ones(3))
+    npt.assert_allclose(p.value(), [1.0, 2.0])
+    fixed = state_nn.Const(jnp.zeros((2, 2)))
+    with pytest.raises(ValueError, match=r"Param.set_value: the new value has shape \(\) but the parameter has shape \(2, 2\)"):
+        fixed.set_value(1.0)
+
+
 def test_precompute_is_applied_after_the_transform():
     p = state_nn.Param(jnp.array([1.0, 2.0]), t=state_nn.ClipT(0.0, 1.5), precompute=lambda v: v * 10)
     npt.assert_allclose(p.value(), [10.0, 15.0])

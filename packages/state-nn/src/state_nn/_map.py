@@ -240,6 +240,7 @@ class Map(Module):
     """
 
     __module__ = "state_nn"
+    _repr_attrs = ("init_map_size", "behavior")
 
     def __init__(
         self,

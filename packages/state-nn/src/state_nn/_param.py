@@ -140,6 +140,13 @@ class Param(Module):
             Array([3.  , 0.25], dtype=float32)
         """
         stored = self.t.inverse(_as_float_array(value))
+        old_shape = jnp.shape(self._stored())
+        if jnp.shape(stored) != old_shape:
+            label = f"Param {self.name!r}" if self.name else "Param"
+            raise ValueError(
+                f"{label}.set_value: the new value has shape {jnp.shape(stored)} but the parameter has "
+                f"shape {old_shape}; give a value of shape {old_shape} (broadcast it first if needed)."
+            )
         if isinstance(self.val, ParamState):
             self.val.value = stored
         else:
