@@ -190,3 +190,22 @@ def test_param_repr():
     assert repr(p) == (
         f"Param(\n  name='tau',\n  val={state_text},\n  t=SoftplusT(lower=0.0),\n  reg=L2Reg(weight=0.1)\n)"
     )
+
+
+def test_parameters_and_param_modules():
+    class Net(state_nn.Module):
+        def __init__(self):
+            self.scale = ParamState(jnp.full((), 2.0))
+            self.h = state_core.HiddenState(jnp.zeros(1))
+            self.tau = state_nn.Param(jnp.array([1.0]), t=state_nn.SoftplusT(), reg=state_nn.L1Reg(3.0))
+            self.fixed = state_nn.Const(jnp.array([5.0]))
+            self.fc = state_nn.Linear(1, 1, w_init=jnp.ones((1, 1)))
+
+    net = Net()
+    assert list(net.named_parameters()) == [("scale",), ("tau", "val"), ("fc", "weight"), ("fc", "bias")]
+    assert list(net.named_parameters(recurse=False)) == [("scale",)]
+    assert net.parameters()[0] is net.scale
+    npt.assert_allclose([float(jnp.sum(p.value)) for p in net.parameters()], [2.0, float(np.log(np.expm1(1.0))), 1.0, 0.0], rtol=1e-6)
+    assert list(net.named_param_modules()) == [("tau",), ("fixed",)]
+    assert net.param_modules() == [net.tau, net.fixed]
+    npt.assert_allclose(net.reg_loss(), 3.0, rtol=1e-6)  # Const (fit=False) adds nothing

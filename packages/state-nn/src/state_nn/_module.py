@@ -423,6 +423,67 @@ class Module:
         """
         return [m for _, m in _direct_children(self)]
 
+    def named_parameters(self, recurse: bool = True) -> StateDict:
+        """``path -> ParamState`` for the trainable states (``states(ParamState)``).
+
+        ``recurse=False`` keeps only the ones this module holds itself, not those
+        of its submodules.
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> import state_core, state_nn
+            >>> class Net(state_nn.Module):
+            ...     def __init__(self):
+            ...         self.scale = state_core.ParamState(jnp.ones(()))
+            ...         self.fc = state_nn.Linear(2, 1)
+            >>> list(Net().named_parameters())
+            [('scale',), ('fc', 'weight'), ('fc', 'bias')]
+            >>> list(Net().named_parameters(recurse=False))
+            [('scale',)]
+        """
+        params = self.states(state_core.ParamState)
+        if recurse:
+            return params
+        below = {id(s) for s in self.states(state_core.ParamState, include_self=False).values()}
+        return StateDict((p, s) for p, s in params.items() if id(s) not in below)
+
+    def parameters(self, recurse: bool = True) -> list[State]:
+        """The ``ParamState`` objects of ``named_parameters(recurse)``, in the same order.
+
+        Example:
+            >>> import state_nn
+            >>> [p.value.shape for p in state_nn.Linear(3, 2).parameters()]
+            [(3, 2), (2,)]
+        """
+        return list(self.named_parameters(recurse).values())
+
+    def named_param_modules(self) -> dict[Path, "Module"]:
+        """``path -> Param`` for every ``Param`` in this module (itself included).
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> import state_nn
+            >>> class Cell(state_nn.Module):
+            ...     def __init__(self):
+            ...         self.tau = state_nn.Param(jnp.ones(2), t=state_nn.SoftplusT())
+            >>> list(Cell().named_param_modules())
+            [('tau',)]
+        """
+        from ._param import Param
+
+        return {path: m for path, m in _walk_modules(self) if isinstance(m, Param)}
+
+    def param_modules(self) -> list["Module"]:
+        """The ``Param`` modules of ``named_param_modules()``, in the same order.
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> import state_nn
+            >>> len(state_nn.Sequential(state_nn.Param(jnp.ones(1)), state_nn.Param(jnp.ones(2))).param_modules())
+            2
+        """
+        return list(self.named_param_modules().values())
+
     def reg_loss(self) -> Any:
         """The sum of ``reg_loss()`` over every ``Param`` in this module (0.0 if none).
 
@@ -438,12 +499,9 @@ class Module:
             >>> Net().reg_loss()
             Array(2.4, dtype=float32)
         """
-        from ._param import Param
-
         total: Any = 0.0
-        for _, module in _walk_modules(self):
-            if isinstance(module, Param):
-                total = total + module.reg_loss()
+        for param in self.param_modules():
+            total = total + param.reg_loss()
         return total
 
     # ------------------------------------------------------------------ hooks
