@@ -101,3 +101,22 @@ def test_each_map_warns_for_itself_and_a_new_signature_does_not_repeat():
     # A new argument signature retraces; the state was already reported.
     _, again = _calls(first, 1, jnp.ones((2, 2), jnp.bfloat16))
     assert again == []
+
+
+def test_several_shared_states_are_named_in_one_warning():
+    class Two(state_nn.Module):
+        def __init__(self):
+            self.a = state_core.ShortTermState(jnp.zeros(()))
+            self.b = state_core.ShortTermState(jnp.zeros(()))
+
+        def update(self, x):
+            self.a.value = self.a.value + 1.0
+            self.b.value = self.b.value + 2.0
+            return x
+
+    ens = state_nn.Map(Two(), init_map_size=2)
+    ens.init_all_states()
+    with pytest.warns(UserWarning, match=r"wrote ShortTermState 'a', ShortTermState 'b', which are shared by all 2 members, not one copy per member: they existed"):
+        out = ens(jnp.array([1.0, 2.0]))
+    npt.assert_allclose(out, [1.0, 2.0])
+    npt.assert_allclose([ens.module.a.value, ens.module.b.value], [1.0, 2.0])

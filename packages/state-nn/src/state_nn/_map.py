@@ -7,14 +7,15 @@ import os
 import sys
 import types
 import warnings
+import weakref
 from typing import Any, Callable, Dict, Hashable, List
 
 import jax
 import state_core
 import state_transform
 from state_core import State
-from state_random import is_random_state
 from state_core.filter import All, Any as AnyOf, Filter, FilterLike, Not, to_predicate
+from state_random import is_random_state
 
 from ._module import Module
 
@@ -140,7 +141,8 @@ class _MapCache:
 
     def __init__(self) -> None:
         self.traces_seen = -1  # _UPDATE_TRACES.n when the update's writes were last checked
-        self.warned: set[int] = set()  # ids of shared states already warned about
+        # Shared states already warned about; weak, so a re-created state is new.
+        self.warned: "weakref.WeakSet[State]" = weakref.WeakSet()
         self.groups: Dict[Any, List[State]] | None = None
         self.state_axes: Dict[Any, Filter] | None = None
         self.update: "_MapCaller | None" = None
@@ -439,20 +441,22 @@ class Map(Module):
         paths = state_core.collect_states(self.module).paths_by_state()
         shared = []
         for state in mapping.get_write_states():
-            if id(state) in members or id(state) in cache.warned or is_random_state(state):
+            if id(state) in members or state in cache.warned or is_random_state(state):
                 continue
             path = paths.get(id(state), ())
             if any(f(path, state) for f in declared):
                 continue
-            cache.warned.add(id(state))
+            cache.warned.add(state)
             where = ".".join(map(str, path)) if path else state.describe()
             shared.append(f"{type(state).__name__} '{where}'")
         if not shared:
             return
         owner = type(self.module).__name__
         warnings.warn(
-            f"Map({owner}).update wrote {', '.join(shared)}, which is shared by all "
-            f"{self.init_map_size} members, not one copy per member: it existed before "
+            f"Map({owner}).update wrote {', '.join(shared)}, which "
+            f"{'is' if len(shared) == 1 else 'are'} shared by all "
+            f"{self.init_map_size} members, not one copy per member: "
+            f"{'it' if len(shared) == 1 else 'they'} existed before "
             f"Map.init_all_states (for example, created in {owner}.__init__), and a write that "
             "differs between members stacks the members' values on a new leading axis. To give "
             f"each member its own copy, create it in {owner}.init_state (or in a submodule's "
