@@ -403,6 +403,12 @@ class Map(Module):
         are shared by every member, and the result is stacked as ``out_axes``
         says. Raises ``ValueError`` before ``init_all_states``.
 
+        A state that existed before ``init_all_states`` (for example a layer
+        created in the module's ``__init__``) is shared by all members; when the
+        update writes one, a ``UserWarning`` names it once (create it in
+        ``init_state`` instead, or name it in ``call_state_axes`` if sharing is
+        intended).
+
         Example:
             >>> import jax.numpy as jnp
             >>> import state_core, state_nn
