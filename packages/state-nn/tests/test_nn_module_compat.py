@@ -251,3 +251,47 @@ def test_dropout_accepts_brainstates_keep_probability():
         state_nn.Dropout(0.1, prob=0.9)
     with pytest.raises(TypeError, match=r"missing the drop probability rate"):
         state_nn.Dropout()
+
+
+def test_composed_sequential_under_map_gives_each_member_its_own_layers():
+    class Member(state_nn.Module):
+        def init_state(self):
+            self.net = state_nn.Linear(2, 3) >> jax.nn.relu >> state_nn.Linear(3, 1)
+
+        def update(self, x):
+            return self.net(x)
+
+    ens = state_nn.Map(Member(), init_map_size=4)
+    ens.init_all_states()
+    w0 = ens.module.net[0].weight.value
+    assert w0.shape == (4, 2, 3)
+    assert not np.allclose(w0[0], w0[1])  # a different draw per member
+    x = jnp.arange(8.0).reshape(4, 2)
+    out = ens(x)
+    first, last = ens.module.net[0], ens.module.net[2]
+    expected = [
+        np.maximum(np.asarray(x[i]) @ np.asarray(first.weight.value[i]) + np.asarray(first.bias.value[i]), 0.0)
+        @ np.asarray(last.weight.value[i])
+        + np.asarray(last.bias.value[i])
+        for i in range(4)
+    ]
+    npt.assert_allclose(out, np.stack(expected), rtol=1e-5, atol=1e-6)
+
+
+def test_sequential_with_params_under_jit_and_grad():
+    import state_transform
+
+    scale = state_nn.Param(jnp.array([2.0]), t=state_nn.SoftplusT(), reg=state_nn.L2Reg(0.5))
+    net = state_nn.Sequential(lambda x: x * scale.value(), state_nn.Dropout(0.5, deterministic=True))
+    net.scale = scale  # so net.states() and net.reg_loss() see it
+
+    @state_transform.jit
+    def loss(x):
+        return jnp.sum(net(x)) + net.reg_loss()
+
+    npt.assert_allclose(loss(jnp.ones(3)), 3 * 2.0 + 0.5 * 4.0, rtol=1e-5)
+    grads = state_transform.grad(lambda: loss(jnp.ones(3)), grad_states=net.states(state_core.ParamState))()
+    v = np.log(np.expm1(2.0))
+    sig = 1.0 / (1.0 + np.exp(-v))
+    # d/dv [3 softplus(v) + 0.5 softplus(v)^2] = (3 + softplus(v)) * sigmoid(v)
+    npt.assert_allclose(grads[("scale", "val")], [(3.0 + 2.0) * sig], rtol=1e-5)
