@@ -43,7 +43,9 @@ def test_linear_jax_initializers_dtype_and_no_bias():
     assert layer.weight.value.dtype == jnp.float16
     assert jnp.array_equal(layer(jnp.ones(4, jnp.float16)), jnp.full(3, 4.0, jnp.float16))
     assert list(layer.states()) == [("weight",)]
-    assert repr(layer) == "Linear(\n  weight=ParamState(\n    value=ShapedArray(float16[4,3])\n  )\n)"
+    assert repr(layer) == (
+        "Linear(\n  in_size=(4,),\n  out_size=(3,),\n  weight=ParamState(\n    value=ShapedArray(float16[4,3])\n  )\n)"
+    )
 
 
 def test_linear_errors():
@@ -156,14 +158,21 @@ def test_sequential_repr_and_errors():
     net = state_nn.Sequential(state_nn.Linear(1, 1, use_bias=False), jax.nn.relu, state_nn.Dropout(0.1))
     assert repr(net) == (
         "Sequential(\n"
+        "  in_size=(1,),\n"
+        "  out_size=(1,),\n"
         "  layers=[\n"
         "    Linear(\n"
+        "      in_size=(1,),\n"
+        "      out_size=(1,),\n"
         "      weight=ParamState(\n"
         "        value=ShapedArray(float32[1,1])\n"
         "      )\n"
         "    ),\n"
         "    relu,\n"
-        "    Dropout()\n"
+        "    Dropout(\n"
+        "      rate=0.1,\n"
+        "      deterministic=False\n"
+        "    )\n"
         "  ]\n"
         ")"
     )

@@ -232,9 +232,13 @@ def test_init_state_creates_states_and_reset_assigns():
 
 
 def test_public_classes_live_in_state_nn():
-    for name in ("Module", "Map", "Linear", "Dropout", "Sequential"):
+    names = {
+        "Module", "Map", "Linear", "Dropout", "Sequential", "ElementWiseBlock", "Param", "Const",
+        "Transform", "IdentityT", "ClipT", "SoftplusT", "Regularization", "L1Reg", "L2Reg",
+    }
+    for name in names:
         assert getattr(state_nn, name).__module__ == "state_nn"
-    assert set(state_nn.__all__) == {"__version__", "Module", "Map", "Linear", "Dropout", "Sequential"}
+    assert set(state_nn.__all__) == names | {"__version__"}
 
 
 def test_lower_layers_never_import_state_nn():

@@ -1,8 +1,10 @@
-"""state_nn: stateful modules, ensembles (``Map``) and a few layers built on the state stack.
+"""state_nn: stateful modules, ensembles (``Map``), parameters and a few layers built on the state stack.
 
 ``Module`` is a container of ``state_core`` States and sub-Modules; ``Map`` runs a
 Module as an ensemble of members with ``state_transform.vmap2`` or ``pmap2``;
-``Linear``, ``Dropout`` and ``Sequential`` are ready layers.
+``Linear``, ``Dropout`` and ``Sequential`` are ready layers; ``Param`` is a
+parameter with a transform (``ClipT``, ``SoftplusT``) and a regulariser
+(``L1Reg``, ``L2Reg``).
 
 Example:
     >>> import jax.numpy as jnp
@@ -19,9 +21,13 @@ Example:
 """
 
 from .__about__ import __version__
-from ._layers import Dropout, Linear, Sequential
+from ._layers import Dropout, Linear
 from ._map import Map
 from ._module import Module
+from ._param import Const, Param
+from ._regularization import L1Reg, L2Reg, Regularization
+from ._sequential import ElementWiseBlock, Sequential
+from ._transform import ClipT, IdentityT, SoftplusT, Transform
 
 __all__ = [
     "__version__",
@@ -30,4 +36,14 @@ __all__ = [
     "Linear",
     "Dropout",
     "Sequential",
+    "ElementWiseBlock",
+    "Param",
+    "Const",
+    "Transform",
+    "IdentityT",
+    "ClipT",
+    "SoftplusT",
+    "Regularization",
+    "L1Reg",
+    "L2Reg",
 ]

@@ -1,4 +1,4 @@
-"""A few ready layers: ``Linear``, ``Dropout`` and ``Sequential``."""
+"""Ready layers: ``Linear`` and ``Dropout``."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ import numpy as np
 import state_random
 from state_core import ParamState
 
-from ._module import Module, _render
+from ._module import Module, _is_int
+from ._sequential import ElementWiseBlock
 
-__all__ = ["Linear", "Dropout", "Sequential"]
+__all__ = ["Linear", "Dropout"]
 
 Initializer = Callable[..., Any]
 
@@ -28,10 +29,16 @@ def _initial_value(init: Initializer | Any, shape: tuple[int, ...], dtype: Any, 
     return value
 
 
-def _check_size(value: Any, name: str) -> int:
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"Linear: {name} must be a positive int, got {value!r}.")
-    return int(value)
+def _check_size(value: Any, name: str) -> tuple[int, ...]:
+    """An int or a non-empty tuple of ints, all positive, as a tuple."""
+    dims = (value,) if _is_int(value) else value
+    if (
+        not isinstance(dims, (tuple, list))
+        or not dims
+        or not all(_is_int(d) and d >= 1 for d in dims)
+    ):
+        raise ValueError(f"Linear: {name} must be a positive int (or a tuple of them), got {value!r}.")
+    return tuple(int(d) for d in dims)
 
 
 class Linear(Module):
@@ -45,12 +52,14 @@ class Linear(Module):
     draw), or arrays of the right shape.
 
     Args:
-        in_size, out_size: the input and output feature sizes.
+        in_size, out_size: the input and output feature sizes (an int, or a
+            tuple whose last entry is the feature size); stored as tuples.
         w_init: weight initialiser; default LeCun normal
             (``jax.nn.initializers.lecun_normal()``).
         b_init: bias initialiser; default zeros.
         use_bias: whether to add a bias (``bias`` is ``None`` otherwise).
         dtype: the parameters' dtype (default float32).
+        name: an optional name for the layer.
 
     Example:
         >>> import jax.numpy as jnp
@@ -60,6 +69,8 @@ class Linear(Module):
         Array([6., 6.], dtype=float32)
         >>> layer
         Linear(
+          in_size=(3,),
+          out_size=(2,),
           weight=ParamState(
             value=ShapedArray(float32[3,2])
           ),
@@ -73,25 +84,27 @@ class Linear(Module):
 
     def __init__(
         self,
-        in_size: int,
-        out_size: int,
+        in_size: int | tuple[int, ...],
+        out_size: int | tuple[int, ...],
         w_init: Initializer | Any = None,
         b_init: Initializer | Any = None,
         use_bias: bool = True,
         dtype: Any = jnp.float32,
+        name: str | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(name=name)
         self.in_size = _check_size(in_size, "in_size")
         self.out_size = _check_size(out_size, "out_size")
+        n_in, n_out = self.in_size[-1], self.out_size[-1]
         if w_init is None:
             w_init = jax.nn.initializers.lecun_normal()
         if b_init is None:
             b_init = jax.nn.initializers.zeros
         self.weight = ParamState(
-            _initial_value(w_init, (self.in_size, self.out_size), dtype, "Linear: w_init's weight")
+            _initial_value(w_init, (n_in, n_out), dtype, "Linear: w_init's weight")
         )
         self.bias = (
-            ParamState(_initial_value(b_init, (self.out_size,), dtype, "Linear: b_init's bias"))
+            ParamState(_initial_value(b_init, (n_out,), dtype, "Linear: b_init's bias"))
             if use_bias
             else None
         )
@@ -108,10 +121,11 @@ class Linear(Module):
                    [8.]], dtype=float32)
         """
         x = jnp.asarray(x)
-        if x.ndim == 0 or x.shape[-1] != self.in_size:
+        n_in = self.in_size[-1]
+        if x.ndim == 0 or x.shape[-1] != n_in:
             raise ValueError(
-                f"Linear({self.in_size}, {self.out_size}) expects inputs whose last axis has size "
-                f"{self.in_size}, got shape {x.shape}."
+                f"Linear({n_in}, {self.out_size[-1]}) expects inputs whose last axis has size "
+                f"{n_in}, got shape {x.shape}."
             )
         y = x @ self.weight.value
         if self.bias is not None:
@@ -119,7 +133,7 @@ class Linear(Module):
         return y
 
 
-class Dropout(Module):
+class Dropout(ElementWiseBlock):
     """Randomly zero inputs with probability ``rate`` and scale the rest by ``1 / (1 - rate)``.
 
     The keep mask is drawn with ``state_random.bernoulli`` from the default random
@@ -132,6 +146,9 @@ class Dropout(Module):
         deterministic: start in evaluation mode (no dropout). Switch with the
             ``deterministic`` attribute, ``train()`` / ``eval()``, or per call with
             ``update(x, deterministic=...)`` (a Python bool).
+        name: an optional name for the layer.
+        prob: brainstate's spelling, the *keep* probability (``rate = 1 - prob``);
+            keyword only, so ``Dropout(0.1)`` always means ``rate=0.1``.
 
     Example:
         >>> import jax.numpy as jnp
@@ -146,9 +163,26 @@ class Dropout(Module):
     """
 
     __module__ = "state_nn"
+    _repr_attrs = ("rate", "deterministic")
 
-    def __init__(self, rate: float, deterministic: bool = False) -> None:
-        super().__init__()
+    def __init__(
+        self,
+        rate: float | None = None,
+        deterministic: bool = False,
+        name: str | None = None,
+        *,
+        prob: float | None = None,
+    ) -> None:
+        super().__init__(name=name)
+        if prob is not None:
+            # brainstate's spelling: the keep probability.
+            if rate is not None:
+                raise TypeError("Dropout: give rate (drop probability) or prob (keep probability), not both.")
+            if isinstance(prob, bool) or not isinstance(prob, (int, float)) or not 0.0 < prob <= 1.0:
+                raise ValueError(f"Dropout: prob (the keep probability) must be in (0, 1], got {prob!r}.")
+            rate = 1.0 - prob
+        if rate is None:
+            raise TypeError("Dropout: missing the drop probability rate, e.g. Dropout(0.1).")
         if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0.0 <= rate < 1.0:
             raise ValueError(f"Dropout: rate must be a float in [0, 1), got {rate!r}.")
         self.rate = float(rate)
@@ -186,62 +220,3 @@ class Dropout(Module):
         keep_prob = 1.0 - self.rate
         keep = state_random.bernoulli(keep_prob, x.shape)
         return jnp.where(keep, x / keep_prob, jnp.zeros_like(x))
-
-
-class Sequential(Module):
-    """Apply layers one after another: ``Sequential(a, b, c)(x) == c(b(a(x)))``.
-
-    Layers may be Modules or plain functions (such as ``jax.nn.relu``).
-
-    Example:
-        >>> import jax, jax.numpy as jnp
-        >>> import state_nn
-        >>> net = state_nn.Sequential(
-        ...     state_nn.Linear(2, 3, w_init=jnp.ones((2, 3))),
-        ...     jax.nn.relu,
-        ...     state_nn.Linear(3, 1, w_init=jnp.ones((3, 1))),
-        ... )
-        >>> net(jnp.array([1., -2.]))
-        Array([0.], dtype=float32)
-        >>> len(net), list(net.states())
-        (3, [('layers', 0, 'weight'), ('layers', 0, 'bias'), ('layers', 2, 'weight'), ('layers', 2, 'bias')])
-    """
-
-    __module__ = "state_nn"
-
-    def __init__(self, *layers: Callable[..., Any]) -> None:
-        super().__init__()
-        for i, layer in enumerate(layers):
-            if not callable(layer):
-                raise TypeError(f"Sequential: layer {i} is a {type(layer).__name__}, which is not callable.")
-        self.layers = list(layers)
-
-    def __len__(self) -> int:
-        return len(self.layers)
-
-    def __getitem__(self, index: int) -> Callable[..., Any]:
-        return self.layers[index]
-
-    def update(self, x: Any) -> Any:
-        """Feed ``x`` through every layer in order.
-
-        Example:
-            >>> import state_nn
-            >>> state_nn.Sequential(lambda x: x + 1, lambda x: x * 10)(1)
-            20
-        """
-        for layer in self.layers:
-            x = layer(x)
-        return x
-
-    def _repr_fields(self) -> list[tuple[str, str]]:
-        entries = []
-        for layer in self.layers:
-            if isinstance(layer, Module):
-                entries.append(_render(layer))
-            else:
-                entries.append(getattr(layer, "__name__", type(layer).__name__))
-        if not entries:
-            return [("layers", "[]")]
-        body = ",\n".join("  " + e.replace("\n", "\n  ") for e in entries)
-        return [("layers", f"[\n{body}\n]")]

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import collections
+import os
+import sys
 import types
+import warnings
+import weakref
 from typing import Any, Callable, Dict, Hashable, List
 
 import jax
+import state_core
 import state_transform
 from state_core import State
 from state_core.filter import All, Any as AnyOf, Filter, FilterLike, Not, to_predicate
+from state_random import is_random_state
 
 from ._module import Module
 
@@ -80,7 +86,35 @@ def _freeze(x: Any) -> Hashable:
     return x
 
 
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` that points a warning at the first caller outside state_nn."""
+    frame = sys._getframe(1)
+    level = 1
+    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == _PACKAGE_DIR:
+        frame = frame.f_back
+        level += 1
+    return level
+
+
+class _TraceCounter:
+    """Counts traces of Map update functions; ``Map.update`` compares it to see a new trace."""
+
+    __slots__ = ("n",)
+
+    def __init__(self) -> None:
+        self.n = 0
+
+
+_UPDATE_TRACES = _TraceCounter()
+
+
 def _call_module(module: Any, args: tuple, kwargs: dict) -> Any:
+    # Runs only while the mapping traces (a cached call runs the compiled
+    # program), so counting here costs nothing on the hot path.
+    _UPDATE_TRACES.n += 1
     return module(*args, **kwargs)
 
 
@@ -103,9 +137,12 @@ def _callable_runner(fn: Callable[..., Any]) -> Callable[..., Any]:
 class _MapCache:
     """Per-Map bookkeeping. It has no ``__dict__``, so state collection skips it."""
 
-    __slots__ = ("groups", "state_axes", "update", "maps", "resets")
+    __slots__ = ("groups", "state_axes", "update", "maps", "resets", "traces_seen", "warned")
 
     def __init__(self) -> None:
+        self.traces_seen = -1  # _UPDATE_TRACES.n when the update's writes were last checked
+        # Shared states already warned about; weak, so a re-created state is new.
+        self.warned: "weakref.WeakSet[State]" = weakref.WeakSet()
         self.groups: Dict[Any, List[State]] | None = None
         self.state_axes: Dict[Any, Filter] | None = None
         self.update: "_MapCaller | None" = None
@@ -205,6 +242,7 @@ class Map(Module):
     """
 
     __module__ = "state_nn"
+    _repr_attrs = ("init_map_size", "behavior")
 
     def __init__(
         self,
@@ -365,6 +403,12 @@ class Map(Module):
         are shared by every member, and the result is stacked as ``out_axes``
         says. Raises ``ValueError`` before ``init_all_states``.
 
+        A state that existed before ``init_all_states`` (for example a layer
+        created in the module's ``__init__``) is shared by all members; when the
+        update writes one, a ``UserWarning`` names it once (create it in
+        ``init_state`` instead, or name it in ``call_state_axes`` if sharing is
+        intended).
+
         Example:
             >>> import jax.numpy as jnp
             >>> import state_core, state_nn
@@ -381,10 +425,52 @@ class Map(Module):
             >>> ens(jnp.array([1., 2., 3.]))
             Array([2., 4., 6.], dtype=float32)
         """
-        caller = self._cache.update
+        cache = self._cache
+        caller = cache.update
         if caller is None:
             caller = self._require_init("update").update
-        return caller(*args, **kwargs)
+        out = caller(*args, **kwargs)
+        if cache.traces_seen != _UPDATE_TRACES.n:
+            cache.traces_seen = _UPDATE_TRACES.n
+            self._warn_shared_writes(caller.mapping)
+        return out
+
+    def _warn_shared_writes(self, mapping: state_transform.StatefulMapping) -> None:
+        """Warn once per state when the update writes a state that is not per-member.
+
+        Such a state was created before ``init_all_states`` (typically in the
+        module's ``__init__``), so every member shares its single copy.
+        """
+        cache = self._cache
+        members = {id(s) for states in (cache.groups or {}).values() for s in states}
+        declared = list(_normalize_user_axes(self.call_state_axes, "call_state_axes").values())
+        paths = state_core.collect_states(self.module).paths_by_state()
+        shared = []
+        for state in mapping.get_write_states():
+            if id(state) in members or state in cache.warned or is_random_state(state):
+                continue
+            path = paths.get(id(state), ())
+            if any(f(path, state) for f in declared):
+                continue
+            cache.warned.add(state)
+            where = ".".join(map(str, path)) if path else state.describe()
+            shared.append(f"{type(state).__name__} '{where}'")
+        if not shared:
+            return
+        owner = type(self.module).__name__
+        warnings.warn(
+            f"Map({owner}).update wrote {', '.join(shared)}, which "
+            f"{'is' if len(shared) == 1 else 'are'} shared by all "
+            f"{self.init_map_size} members, not one copy per member: "
+            f"{'it' if len(shared) == 1 else 'they'} existed before "
+            f"Map.init_all_states (for example, created in {owner}.__init__), and a write that "
+            "differs between members stacks the members' values on a new leading axis. To give "
+            f"each member its own copy, create it in {owner}.init_state (or in a submodule's "
+            "init_state). If sharing is intended, name it in call_state_axes to silence this "
+            "warning.",
+            UserWarning,
+            stacklevel=_user_stacklevel(),
+        )
 
     def map(
         self,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Hashable, Iterator
 
+import numpy as np
 import state_core
 from state_core import State, StateDict
 from state_core.filter import FilterLike
@@ -108,6 +109,55 @@ def _render(value: Any) -> str:
     return f"{open_}\n{body}\n{close}"
 
 
+def _is_int(x: Any) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+
+
+def _format_size(size: Any, what: str, module: Any) -> tuple[int, ...] | None:
+    """``in_size`` / ``out_size`` as a tuple of ints (an int means a 1-tuple)."""
+    if size is None:
+        return None
+    if _is_int(size):
+        dims: tuple = (size,)
+    elif isinstance(size, (tuple, list)) and all(_is_int(d) for d in size):
+        dims = tuple(size)
+    else:
+        raise TypeError(
+            f"{type(module).__name__}.{what} must be an int or a tuple of ints, "
+            f"got {type(size).__name__} {size!r}."
+        )
+    if any(d < 0 for d in dims):
+        raise ValueError(f"{type(module).__name__}.{what} must not contain negative sizes, got {size!r}.")
+    return tuple(int(d) for d in dims)
+
+
+def _direct_children(root: "Module") -> list[tuple[Path, "Module"]]:
+    """``(path, module)`` for the Modules directly held by ``root``.
+
+    Attributes are followed into lists, tuples and dicts but not into other
+    Modules; each child is listed once (first path), in definition order.
+    """
+    found: list[tuple[Path, Module]] = []
+    seen: set[int] = {id(root)}
+    # A stack of iterators keeps the walk iterative and in definition order.
+    stack = [_module_children(root, ())]
+    while stack:
+        item = next(stack[-1], None)
+        if item is None:
+            stack.pop()
+            continue
+        path, value = item
+        if id(value) in seen:
+            continue
+        if isinstance(value, Module):
+            seen.add(id(value))
+            found.append((path, value))
+        elif isinstance(value, (list, tuple, dict)):
+            seen.add(id(value))
+            stack.append(_module_children(value, path))
+    return found
+
+
 class Module:
     """Base class of stateful models: a container of States and sub-Modules.
 
@@ -146,8 +196,75 @@ class Module:
 
     __module__ = "state_nn"
 
-    def __init__(self) -> None:
-        pass
+    # Class-level defaults, so a subclass that never calls ``Module.__init__``
+    # still has a name and sizes.
+    _name: str | None = None
+    _in_size: tuple[int, ...] | None = None
+    _out_size: tuple[int, ...] | None = None
+    # Plain (non-State) attributes a subclass shows in its repr, after the states.
+    _repr_attrs: tuple[str, ...] = ()
+    # NumPy then defers ``array >> module`` to ``Module.__rrshift__`` instead of
+    # applying it element by element.
+    __array_ufunc__ = None
+
+    def __init__(self, name: str | None = None) -> None:
+        if name is not None:
+            self.name = name
+
+    # ------------------------------------------------------------------ name and sizes
+    @property
+    def name(self) -> str | None:
+        """The module's name (a ``str``), or ``None`` if it has none; shown first in its repr.
+
+        Example:
+            >>> import state_nn
+            >>> state_nn.Module(name='encoder').name
+            'encoder'
+            >>> state_nn.Module().name is None
+            True
+        """
+        return self._name
+
+    @name.setter
+    def name(self, name: str | None) -> None:
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"Module name must be a str or None, got {type(name).__name__} {name!r}.")
+        self._name = name
+
+    @property
+    def in_size(self) -> tuple[int, ...] | None:
+        """The input feature shape as a tuple of ints, or ``None`` if unknown.
+
+        Assigning an int or a sequence of ints stores a tuple; ``Sequential``
+        uses the sizes to check that consecutive layers fit.
+
+        Example:
+            >>> import state_nn
+            >>> m = state_nn.Module()
+            >>> m.in_size = 3
+            >>> m.in_size
+            (3,)
+        """
+        return self._in_size
+
+    @in_size.setter
+    def in_size(self, size: Any) -> None:
+        self._in_size = _format_size(size, "in_size", self)
+
+    @property
+    def out_size(self) -> tuple[int, ...] | None:
+        """The output feature shape as a tuple of ints, or ``None`` if unknown.
+
+        Example:
+            >>> import state_nn
+            >>> state_nn.Linear(3, 2).out_size
+            (2,)
+        """
+        return self._out_size
+
+    @out_size.setter
+    def out_size(self, size: Any) -> None:
+        self._out_size = _format_size(size, "out_size", self)
 
     # ------------------------------------------------------------------ calling
     def update(self, *args: Any, **kwargs: Any) -> Any:
@@ -169,8 +286,24 @@ class Module:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.update(*args, **kwargs)
 
+    def __rshift__(self, other: Any) -> Any:
+        """``a >> b`` is ``Sequential(a, b)``: ``b`` is applied to the output of ``a``."""
+        if not callable(other):
+            return NotImplemented
+        from ._sequential import Sequential
+
+        return Sequential._compose(self, other)
+
+    def __rrshift__(self, other: Any) -> Any:
+        """``f >> module`` composes a function first; ``x >> module`` (data) calls ``module(x)``."""
+        if callable(other):
+            from ._sequential import Sequential
+
+            return Sequential._compose(other, self)
+        return self(other)
+
     # ------------------------------------------------------------------ states
-    def states(self, *filters: FilterLike) -> StateDict | tuple[StateDict, ...]:
+    def states(self, *filters: FilterLike, include_self: bool = True) -> StateDict | tuple[StateDict, ...]:
         """The module's states as a ``state_core.StateDict`` (``path -> State``).
 
         Paths are tuples of attribute names, list indices and dict keys from this
@@ -178,6 +311,8 @@ class Module:
         every state; with one filter, the states it matches; with several, a tuple
         with one ``StateDict`` per filter, each state going to the first filter that
         matches it (unmatched states are dropped; end with ``...`` for "the rest").
+        ``include_self=False`` leaves out the states this module holds itself
+        (in its attributes, lists and dicts) and keeps those of its submodules.
 
         Example:
             >>> import jax.numpy as jnp
@@ -192,8 +327,19 @@ class Module:
             >>> params, rest = net.states(state_core.ParamState, ...)
             >>> list(params), list(rest)
             ([('w',)], [('h',)])
+            >>> class Outer(state_nn.Module):
+            ...     def __init__(self):
+            ...         self.scale = state_core.ParamState(jnp.ones(()))
+            ...         self.net = Net()
+            >>> list(Outer().states(include_self=False))
+            [('net', 'w'), ('net', 'h')]
         """
         collected = state_core.collect_states(self)
+        if not include_self:
+            owned = set()
+            for _, child in _direct_children(self):
+                owned.update(id(s) for s in state_core.collect_states(child).values())
+            collected = StateDict((p, s) for p, s in collected.items() if id(s) in owned)
         if not filters:
             return collected
         if len(filters) == 1:
@@ -201,11 +347,12 @@ class Module:
         return collected.split(*filters)
 
     # ------------------------------------------------------------------ submodules
-    def named_modules(self) -> dict[Path, "Module"]:
+    def named_modules(self, include_self: bool = True) -> dict[Path, "Module"]:
         """``path -> Module`` for this module (path ``()``) and every submodule.
 
         Submodules are found in attributes, in definition order, and inside lists,
         tuples and dicts; a module reachable by several paths appears once.
+        ``include_self=False`` leaves this module (path ``()``) out.
 
         Example:
             >>> import state_nn
@@ -217,11 +364,18 @@ class Module:
             ...         self.more = [Leaf(), {'x': Leaf()}]
             >>> list(Tree().named_modules())
             [(), ('left',), ('more', 0), ('more', 1, 'x')]
+            >>> list(Tree().named_modules(include_self=False))
+            [('left',), ('more', 0), ('more', 1, 'x')]
         """
-        return dict(_walk_modules(self))
+        found = dict(_walk_modules(self))
+        if not include_self:
+            del found[()]
+        return found
 
-    def modules(self) -> list["Module"]:
+    def modules(self, include_self: bool = True) -> list["Module"]:
         """This module and every submodule, in the order of ``named_modules``.
+
+        ``include_self=False`` leaves this module out.
 
         Example:
             >>> import state_nn
@@ -232,8 +386,123 @@ class Module:
             ...         self.a, self.b = Leaf(), Leaf()
             >>> [type(m).__name__ for m in Pair().modules()]
             ['Pair', 'Leaf', 'Leaf']
+            >>> len(Pair().modules(include_self=False))
+            2
         """
-        return [m for _, m in _walk_modules(self)]
+        return list(self.named_modules(include_self).values())
+
+    def named_children(self) -> dict[Path, "Module"]:
+        """``path -> Module`` for the direct submodules (not their own submodules).
+
+        A child held in a list or dict of this module counts as direct; its path
+        goes through the container.
+
+        Example:
+            >>> import state_nn
+            >>> class Leaf(state_nn.Module):
+            ...     pass
+            >>> class Tree(state_nn.Module):
+            ...     def __init__(self):
+            ...         self.left = Leaf()
+            ...         self.blocks = [Leaf(), Leaf()]
+            ...         self.left.inner = Leaf()
+            >>> list(Tree().named_children())
+            [('left',), ('blocks', 0), ('blocks', 1)]
+        """
+        return dict(_direct_children(self))
+
+    def children(self) -> list["Module"]:
+        """The direct submodules, in the order of ``named_children``.
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> import state_nn
+            >>> net = state_nn.Sequential(state_nn.Linear(2, 3), state_nn.Dropout(0.1))
+            >>> [type(m).__name__ for m in net.children()]
+            ['Linear', 'Dropout']
+        """
+        return [m for _, m in _direct_children(self)]
+
+    def named_parameters(self, recurse: bool = True) -> StateDict:
+        """``path -> ParamState`` for the trainable states (``states(ParamState)``).
+
+        ``recurse=False`` keeps only the ones this module holds itself, not those
+        of its submodules.
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> import state_core, state_nn
+            >>> class Net(state_nn.Module):
+            ...     def __init__(self):
+            ...         self.scale = state_core.ParamState(jnp.ones(()))
+            ...         self.fc = state_nn.Linear(2, 1)
+            >>> list(Net().named_parameters())
+            [('scale',), ('fc', 'weight'), ('fc', 'bias')]
+            >>> list(Net().named_parameters(recurse=False))
+            [('scale',)]
+        """
+        params = self.states(state_core.ParamState)
+        if recurse:
+            return params
+        below = {id(s) for s in self.states(state_core.ParamState, include_self=False).values()}
+        return StateDict((p, s) for p, s in params.items() if id(s) not in below)
+
+    def parameters(self, recurse: bool = True) -> list[State]:
+        """The ``ParamState`` objects of ``named_parameters(recurse)``, in the same order.
+
+        Example:
+            >>> import state_nn
+            >>> [p.value.shape for p in state_nn.Linear(3, 2).parameters()]
+            [(3, 2), (2,)]
+        """
+        return list(self.named_parameters(recurse).values())
+
+    def named_param_modules(self) -> dict[Path, "Module"]:
+        """``path -> Param`` for every ``Param`` in this module (itself included).
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> import state_nn
+            >>> class Cell(state_nn.Module):
+            ...     def __init__(self):
+            ...         self.tau = state_nn.Param(jnp.ones(2), t=state_nn.SoftplusT())
+            >>> list(Cell().named_param_modules())
+            [('tau',)]
+        """
+        from ._param import Param
+
+        return {path: m for path, m in _walk_modules(self) if isinstance(m, Param)}
+
+    def param_modules(self) -> list["Module"]:
+        """The ``Param`` modules of ``named_param_modules()``, in the same order.
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> import state_nn
+            >>> len(state_nn.Sequential(state_nn.Param(jnp.ones(1)), state_nn.Param(jnp.ones(2))).param_modules())
+            2
+        """
+        return list(self.named_param_modules().values())
+
+    def reg_loss(self) -> Any:
+        """The sum of ``reg_loss()`` over every ``Param`` in this module (0.0 if none).
+
+        Add it to the training loss to apply the parameters' regularisers.
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> import state_nn
+            >>> class Net(state_nn.Module):
+            ...     def __init__(self):
+            ...         self.a = state_nn.Param(jnp.array([1., -2.]), reg=state_nn.L1Reg(0.5))
+            ...         self.b = state_nn.Param(jnp.array([3.]), reg=state_nn.L2Reg(0.1))
+            >>> Net().reg_loss()
+            Array(2.4, dtype=float32)
+        """
+        total: Any = 0.0
+        for param in self.param_modules():
+            total = total + param.reg_loss()
+        return total
 
     # ------------------------------------------------------------------ hooks
     def init_state(self, *args: Any, **kwargs: Any) -> None:
@@ -283,10 +552,10 @@ class Module:
             >>> import state_nn
             >>> calls = []
             >>> class Node(state_nn.Module):
-            ...     def __init__(self, name, *children):
-            ...         self.name, self.children = name, list(children)
+            ...     def __init__(self, label, *kids):
+            ...         self.label, self.kids = label, list(kids)
             ...     def init_state(self, *args, **kwargs):
-            ...         calls.append(self.name)
+            ...         calls.append(self.label)
             >>> Node('root', Node('a', Node('a1')), Node('b')).init_all_states()
             >>> calls
             ['a1', 'a', 'b', 'root']
@@ -300,10 +569,10 @@ class Module:
             >>> import state_nn
             >>> calls = []
             >>> class Node(state_nn.Module):
-            ...     def __init__(self, name, *children):
-            ...         self.name, self.children = name, list(children)
+            ...     def __init__(self, label, *kids):
+            ...         self.label, self.kids = label, list(kids)
             ...     def reset_state(self, *args, **kwargs):
-            ...         calls.append(self.name)
+            ...         calls.append(self.label)
             >>> Node('root', Node('a'), Node('b')).reset_all_states()
             >>> calls
             ['a', 'b', 'root']
@@ -320,12 +589,23 @@ class Module:
 
     # ------------------------------------------------------------------ repr
     def _repr_fields(self) -> list[tuple[str, str]]:
-        fields = []
+        # Name and sizes first, then the states and submodules, then the
+        # settings the class lists in ``_repr_attrs``.
+        fields = [
+            (key, repr(value))
+            for key, value in (("name", self.name), ("in_size", self.in_size), ("out_size", self.out_size))
+            if value is not None
+        ]
+        shown_attrs = set(type(self)._repr_attrs)
         for key, value in vars(self).items():
-            if isinstance(key, str) and key.startswith("_"):
+            if isinstance(key, str) and (key.startswith("_") or key in shown_attrs):
                 continue
             if _contains_shown(value):
                 fields.append((str(key), _render(value)))
+        for key in type(self)._repr_attrs:
+            value = getattr(self, key, None)
+            if value is not None:
+                fields.append((key, _render(value) if _contains_shown(value) else repr(value)))
         return fields
 
     def __repr__(self) -> str:
