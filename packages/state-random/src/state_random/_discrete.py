@@ -92,10 +92,14 @@ class DiscreteSamplers:
             >>> bool(((1 <= x) & (x <= 3)).all())
             True
         """
+        fn = "random_integers"
         if high is None:
             low, high = 1, low
-        high = as_param(high, "high", "random_integers")
-        return self._randint("random_integers", low, high + 1, size, dtype, key)
+        low, high = as_param(low, "low", fn), as_param(high, "high", fn)
+        lo, hi = concrete(low), concrete(high)
+        if lo is not None and hi is not None and np.any(lo > hi):
+            raise ValueError(f"{fn}: `low` must be <= `high` (both included), got low={lo} and high={hi}.")
+        return self._randint(fn, low, high + 1, size, dtype, key)
 
     def randint_like(
         self, input: ArrayLike, low: ArrayLike = 0, high: ArrayLike | None = None,
