@@ -176,3 +176,18 @@ def test_default_rng_clone_rng_and_key_data():
     assert clone is not sr.DEFAULT and bool(clone.value == jr.key(3))
     assert_array_equal(sr.get_key_data(), _data(jr.key(3)))
     assert sr.get_key_data().dtype == np.uint32
+
+
+def test_self_assign_multi_keys_and_restore():
+    rng = RandomState(0)
+    rng.self_assign_multi_keys(3)
+    assert_array_equal(_data(rng.value), _data(jr.split(jr.key(0), 3)))
+    with pytest.raises(ValueError, match=r"split_key: .* holds an array of keys of shape \(3,\)"):
+        rng.normal()
+    rng.restore_key()
+    assert bool(rng.value == jr.key(0))
+    sr.seed(2)
+    sr.self_assign_multi_keys(2, backup=False)
+    assert sr.get_key().shape == (2,)
+    with pytest.raises(ValueError, match=r"restore_key: RandomState 'DEFAULT' has no backed-up key"):
+        sr.restore_key()

@@ -171,9 +171,12 @@ class ContinuousSamplers:
         return jax.random.pareto(self._key(key, "pareto"), a, shape, dt) - 1
 
     def power(
-        self, a: ArrayLike, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None
+        self, a: ArrayLike, size: Size = None, *, key: ArrayLike | None = None,
+        dtype: DTypeLike | None = None, check_valid: bool = True,
     ) -> jax.Array:
         """Power-function samples in ``[0, 1]`` with density ``a * x**(a - 1)``: ``U ** (1 / a)``.
+
+        ``check_valid=False`` skips the ``a > 0`` check of host values.
 
         Example:
             >>> from state_random import RandomState
@@ -181,7 +184,7 @@ class ContinuousSamplers:
             >>> bool(((0 <= x) & (x <= 1)).all())
             True
         """
-        a, shape, dt = _one_param("power", a, "a", size, dtype, positive)
+        a, shape, dt = _one_param("power", a, "a", size, dtype, positive if check_valid else None)
         return jax.random.uniform(self._key(key, "power"), shape, dt) ** (1.0 / jnp.asarray(a, dt))
 
     def weibull(

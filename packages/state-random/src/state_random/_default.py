@@ -30,6 +30,7 @@ __all__ = [
     "split_key",
     "split_keys",
     "restore_key",
+    "self_assign_multi_keys",
 ]
 
 P = ParamSpec("P")
@@ -171,6 +172,7 @@ set_key = _on_default(RandomState.set_key)
 split_key = _on_default(RandomState.split_key)
 split_keys = _on_default(RandomState.split_keys)
 restore_key = _on_default(RandomState.restore_key)
+self_assign_multi_keys = _on_default(RandomState.self_assign_multi_keys)
 
 # ---------------------------------------------------------------------- samplers
 rand = _on_default(RandomState.rand)

@@ -124,8 +124,12 @@ class DiscreteSamplers:
         x = self._randint("randint_like", low, high, shape_of(input), draw_dtype, key)
         return x if out is None else x.astype(out)
 
-    def bernoulli(self, p: ArrayLike = 0.5, size: Size = None, *, key: ArrayLike | None = None) -> jax.Array:
+    def bernoulli(
+        self, p: ArrayLike = 0.5, size: Size = None, *, key: ArrayLike | None = None, check_valid: bool = True
+    ) -> jax.Array:
         """Boolean samples that are True with probability ``p`` (``p`` must be in [0, 1]).
+
+        ``check_valid=False`` skips the range check of host values.
 
         Example:
             >>> from state_random import RandomState
@@ -134,18 +138,20 @@ class DiscreteSamplers:
         """
         fn = "bernoulli"
         p = as_param(p, "p", fn)
-        probability(p, "p", fn)
+        if check_valid:
+            probability(p, "p", fn)
         shape = out_shape(check_size(size, fn), fn, shape_of(p))
         return jax.random.bernoulli(self._key(key, fn), p, shape)
 
     def binomial(
         self, n: ArrayLike, p: ArrayLike, size: Size = None, *,
-        key: ArrayLike | None = None, dtype: DTypeLike | None = None,
+        key: ArrayLike | None = None, dtype: DTypeLike | None = None, check_valid: bool = True,
     ) -> jax.Array:
         """Binomial counts of ``n`` trials with success probability ``p`` (int32 by default).
 
-        ``n`` must be a whole number ``>= 0``. ``dtype`` may be an integer or a
-        floating dtype (``jax.random.binomial`` is float; the result is cast).
+        ``n`` must be a whole number ``>= 0`` (``check_valid=False`` skips the host
+        value checks). ``dtype`` may be an integer or a floating dtype
+        (``jax.random.binomial`` is float; the result is cast).
 
         Example:
             >>> from state_random import RandomState
@@ -155,8 +161,9 @@ class DiscreteSamplers:
         fn = "binomial"
         dt = _count_dtype(dtype, fn)
         n, p = as_param(n, "n", fn), as_param(p, "p", fn)
-        _whole_nonneg(n, "n", fn)
-        probability(p, "p", fn)
+        if check_valid:
+            _whole_nonneg(n, "n", fn)
+            probability(p, "p", fn)
         shape = out_shape(check_size(size, fn), fn, shape_of(n), shape_of(p))
         return jax.random.binomial(self._key(key, fn), n, p, shape).astype(dt)
 
@@ -279,12 +286,13 @@ class DiscreteSamplers:
 
     def multinomial(
         self, n: ArrayLike, pvals: ArrayLike, size: Size = None, *,
-        key: ArrayLike | None = None, dtype: DTypeLike | None = None,
+        key: ArrayLike | None = None, dtype: DTypeLike | None = None, check_valid: bool = True,
     ) -> jax.Array:
         """Counts of ``n`` draws over ``len(pvals)`` categories; shape ``size + pvals.shape[-1:]``.
 
         Drawn as successive binomials (exact, works with traced ``n``); the last
-        category takes what remains, as in NumPy.
+        category takes what remains, as in NumPy. ``check_valid=False`` skips the
+        host value checks of ``n`` and ``pvals``.
 
         Example:
             >>> from state_random import RandomState
@@ -298,9 +306,10 @@ class DiscreteSamplers:
         pshape = shape_of(pvals)
         if len(pshape) < 1 or pshape[-1] == 0:
             raise ValueError(f"{fn}: `pvals` must have at least one category, got shape {pshape}.")
-        _whole_nonneg(n, "n", fn)
-        probability(pvals, "pvals", fn)
-        pv = concrete(pvals)
+        pv = concrete(pvals) if check_valid else None
+        if check_valid:
+            _whole_nonneg(n, "n", fn)
+            probability(pvals, "pvals", fn)
         if pv is not None and np.any(pv[..., :-1].sum(-1) > 1.0 + 1e-5):
             raise ValueError(f"{fn}: `sum(pvals[..., :-1])` must be <= 1, got {pv[..., :-1].sum(-1)}.")
         shape = out_shape(check_size(size, fn), fn, shape_of(n), pshape[:-1])

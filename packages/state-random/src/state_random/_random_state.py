@@ -412,6 +412,36 @@ class RandomState(UniformNormalSamplers, ContinuousSamplers, SpecialSamplers, Di
         """
         return self.split_key(check_count(n, "n", "split_keys", minimum=1), backup)
 
+    def self_assign_multi_keys(self, n: int, backup: bool = True) -> None:
+        """Replace the key by ``n`` keys split from it (shape ``(n,)``), for a mapping to hand out.
+
+        ``backup=True`` (the default, as in brainstate) saves the single key for
+        ``restore_key()``. Drawing directly from a state holding several keys is an
+        error; a mapping transform that declares the state's axis gives each lane one.
+
+        Example:
+            >>> from state_random import RandomState
+            >>> rng = RandomState(0)
+            >>> rng.self_assign_multi_keys(4)
+            >>> rng.value.shape
+            (4,)
+            >>> rng.restore_key(); rng.value.shape
+            ()
+        """
+        n = check_count(n, "n", "self_assign_multi_keys", minimum=1)
+        if backup and getattr(self, "_backup", None) is not None:
+            self.backup_key()  # raises: a backup is pending
+        with _SPLIT_LOCKS[(id(self) >> 4) & 63]:
+            key = self.value
+            if key.ndim != 0:
+                raise ValueError(
+                    f"self_assign_multi_keys: {self.describe()} already holds {key.shape[0]} keys; "
+                    "restore_key() or set_key() a single key first."
+                )
+            if backup:
+                self._backup = key
+            _STATE_VALUE.fset(self, jax.random.split(key, n))
+
     def clone(self) -> "RandomState":
         """An independent RandomState that starts from the same key.
 
