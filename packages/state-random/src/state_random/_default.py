@@ -76,7 +76,7 @@ def _numpy_seed(seed_or_key: Any, key: jax.Array) -> int | None:
     # the first word of its data. Traced seeds (inside a transform) leave NumPy alone.
     if isinstance(seed_or_key, jax.core.Tracer) or isinstance(key, jax.core.Tracer):
         return None
-    if is_key(seed_or_key) or getattr(seed_or_key, "dtype", None) == np.uint32:
+    if is_key(seed_or_key) or np.ndim(seed_or_key) >= 1:  # a key, or raw key data
         if key.ndim != 0:
             return None
         return int(np.asarray(jax.random.key_data(key))[0])
