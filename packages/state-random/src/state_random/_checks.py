@@ -1,8 +1,10 @@
 """Argument validation shared by ``RandomState`` and the samplers.
 
 Every check here runs *before* a key is split, so a call that fails leaves the
-random state untouched. Checks that need concrete values (``p`` in ``[0, 1]``,
-``scale >= 0`` ...) are skipped for traced arguments.
+random state untouched. Checks that need values (``p`` in ``[0, 1]``,
+``scale >= 0``, no NaN ...) look only at host values: Python numbers, lists and
+NumPy arrays. JAX arrays are never copied to the host to be checked (on an
+accelerator that is a blocking transfer on every draw), and tracers have no value.
 """
 
 from __future__ import annotations
@@ -30,6 +32,13 @@ __all__ = [
     "index",
     "out_shape",
     "is_key",
+    "check_whole",
+    "check_int_range",
+    "check_psd",
+    "nonneg",
+    "positive",
+    "probability",
+    "loc_scale",
 ]
 
 Size = int | Sequence[int] | None
@@ -105,22 +114,35 @@ def int_dtype(dtype: Any, fn: str) -> np.dtype:
 
 
 def as_param(x: Any, name: str, fn: str) -> Any:
-    """Pass numbers and arrays through; turn lists/tuples into arrays; reject the rest."""
+    """Pass numbers and arrays through; turn lists/tuples into NumPy arrays; reject the rest.
+
+    Lists become *NumPy* arrays so that their values stay on the host and can be
+    checked; a NaN in a host value is a ``ValueError`` naming ``name``.
+    """
     if isinstance(x, (list, tuple)):
-        return jnp.asarray(x)
-    if isinstance(x, (str, bytes)) or x is None:
+        x = np.asarray(x)
+        if not (np.issubdtype(x.dtype, np.number) or x.dtype == np.bool_):
+            raise TypeError(f"{fn}: `{name}` must be numeric, got a sequence of dtype {x.dtype}.")
+    elif isinstance(x, (str, bytes)) or x is None:
         raise TypeError(f"{fn}: `{name}` must be a number or an array, got {type(x).__name__} {x!r}.")
+    if isinstance(x, float):
+        if x != x:
+            raise ValueError(f"{fn}: `{name}` is NaN; pass a number.")
+    elif isinstance(x, (np.ndarray, np.floating)) and np.issubdtype(x.dtype, np.inexact):
+        if np.isnan(x).any():
+            raise ValueError(f"{fn}: `{name}` contains NaN; pass finite values.")
     return x
 
 
 def concrete(x: Any) -> np.ndarray | None:
-    """``x`` as a NumPy array, or ``None`` when it is traced (value unknown)."""
-    if isinstance(x, _Tracer):
-        return None
-    try:
+    """``x`` as a NumPy array when it is a host value, else ``None``.
+
+    Host values are Python numbers and NumPy arrays/scalars. JAX arrays (and
+    tracers) give ``None``: reading them would copy device memory to the host.
+    """
+    if isinstance(x, (int, float, complex, np.ndarray, np.generic)):
         return np.asarray(x)
-    except Exception:  # e.g. a jax array that is not addressable here
-        return None
+    return None
 
 
 def _summary(arr: np.ndarray) -> str:
@@ -199,10 +221,21 @@ def shape_of(x: Any) -> tuple[int, ...]:
     return tuple(np.shape(x)) if not hasattr(x, "shape") else tuple(x.shape)
 
 
+_KEY_DTYPE_TYPES: set[type] = set()
+
+
 def is_key(x: Any) -> bool:
     """True when ``x`` (array or tracer) has a typed PRNG key dtype."""
     dtype = getattr(x, "dtype", None)
-    return dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
+    if dtype is None:
+        return False
+    kind = type(dtype)
+    if kind in _KEY_DTYPE_TYPES:  # the common case on every write-back: one set lookup
+        return True
+    if isinstance(dtype, np.dtype) or not jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+        return False
+    _KEY_DTYPE_TYPES.add(kind)
+    return True
 
 
 def index(x: Any, name: str, fn: str) -> int:
@@ -213,3 +246,77 @@ def index(x: Any, name: str, fn: str) -> int:
         return operator.index(x)
     except TypeError:
         raise TypeError(f"{fn}: `{name}` must be an int, got {type(x).__name__} {x!r}.") from None
+
+
+def check_whole(x: Any, name: str, fn: str) -> None:
+    """Raise ``ValueError`` unless the host value ``x`` holds whole numbers (``2.0`` is fine)."""
+    arr = concrete(x)
+    if arr is None or arr.size == 0 or np.issubdtype(arr.dtype, np.integer):
+        return
+    with np.errstate(invalid="ignore"):
+        flt = arr.astype(np.float64)
+        good = bool(np.all(flt == np.floor(flt)))
+    if not good:
+        raise ValueError(f"{fn}: `{name}` must be a whole number of trials, got {_summary(arr)}.")
+
+
+def check_int_range(x: Any, name: str, fn: str, dtype: Any) -> None:
+    """Raise ``ValueError`` if the host value ``x`` does not fit the integer ``dtype``.
+
+    JAX cannot pass an out-of-range Python int to a compiled call (it raises an
+    ``OverflowError`` only after the key was split), so this runs first.
+    """
+    arr = concrete(x)
+    if arr is None or arr.size == 0:
+        return
+    info = np.iinfo(dtype)
+    with np.errstate(invalid="ignore"):
+        lo, hi = float(np.min(arr)), float(np.max(arr))
+    if lo < info.min or hi > info.max:
+        raise ValueError(
+            f"{fn}: `{name}` must fit in {np.dtype(dtype).name} "
+            f"([{info.min}, {info.max}]), got {_summary(arr)}. Pass a smaller value or "
+            "a wider `dtype` (64-bit integers need jax_enable_x64)."
+        )
+
+
+def check_psd(cov: Any, name: str, fn: str) -> None:
+    """Raise ``ValueError`` unless the host matrix (stack) ``cov`` is symmetric positive semi-definite."""
+    arr = concrete(cov)
+    if arr is None or arr.size == 0 or arr.ndim < 2:
+        return
+    a = arr.astype(np.float64)
+    scale = max(float(np.max(np.abs(a))), 1e-300)
+    if not np.allclose(a, np.swapaxes(a, -1, -2), rtol=1e-5, atol=1e-8 * scale):
+        raise ValueError(f"{fn}: `{name}` must be a symmetric matrix; it is not symmetric.")
+    smallest = float(np.min(np.linalg.eigvalsh(a)))
+    if smallest < -1e-6 * scale:
+        raise ValueError(
+            f"{fn}: `{name}` must be positive semi-definite; its smallest eigenvalue is "
+            f"{smallest:.6g}. Use a valid covariance matrix."
+        )
+
+
+def nonneg(x: Any, name: str, fn: str) -> None:
+    """``x >= 0`` (host values only)."""
+    check_values(x, name, fn, lambda a: a >= 0, ">= 0")
+
+
+def positive(x: Any, name: str, fn: str) -> None:
+    """``x > 0`` (host values only)."""
+    check_values(x, name, fn, lambda a: a > 0, "> 0")
+
+
+def probability(x: Any, name: str, fn: str) -> None:
+    """``0 <= x <= 1`` (host values only)."""
+    check_values(x, name, fn, lambda a: (a >= 0) & (a <= 1), "a probability in [0, 1]")
+
+
+def loc_scale(fn: str, loc: Any, scale: Any, size: Any, dtype: Any) -> tuple:
+    """Validated ``(loc, scale, shape, dtype)`` of a location/scale sampler (``None`` = 0 / 1)."""
+    dt = float_dtype(dtype, fn)
+    loc = 0.0 if loc is None else as_param(loc, "loc", fn)
+    scale = 1.0 if scale is None else as_param(scale, "scale", fn)
+    nonneg(scale, "scale", fn)
+    shape = out_shape(check_size(size, fn), fn, shape_of(loc), shape_of(scale))
+    return loc, scale, shape, dt

@@ -1,55 +1,40 @@
-"""The global random stream ``DEFAULT`` and module-level samplers that draw from it."""
+"""The global random stream ``DEFAULT`` and the module-level functions that draw from it.
+
+Every sampler is written once, as a ``RandomState`` method; the module-level
+function of the same name is made here by ``_on_default``, which keeps the
+method's signature (minus ``self``) and docstring, so ``help()``, IDEs and
+doctests see a normal function.
+"""
 
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+import inspect
+from typing import Any, Callable, Concatenate, Iterator, ParamSpec, TypeVar
 
 import jax
-from jax.typing import ArrayLike, DTypeLike
+import numpy as np
 
-from ._checks import Size
-from ._random_state import RandomState, check_seed, key_from_seed
+from ._checks import is_key
+from ._random_state import RandomState, key_from_seed_or_key
 
 __all__ = [
     "DEFAULT",
     "seed",
     "seed_context",
+    "default_rng",
+    "clone_rng",
     "get_key",
+    "get_key_data",
     "set_key",
     "split_key",
     "split_keys",
-    "rand",
-    "randn",
-    "random",
-    "uniform",
-    "normal",
-    "standard_normal",
-    "randint",
-    "bernoulli",
-    "binomial",
-    "choice",
-    "permutation",
-    "shuffle",
-    "truncated_normal",
-    "exponential",
-    "gamma",
-    "beta",
-    "poisson",
-    "categorical",
-    "lognormal",
-    "laplace",
-    "logistic",
-    "gumbel",
-    "cauchy",
-    "chisquare",
-    "dirichlet",
-    "multivariate_normal",
-    "geometric",
-    "pareto",
-    "weibull",
-    "t",
+    "restore_key",
+    "self_assign_multi_keys",
 ]
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 DEFAULT: RandomState = RandomState(None, name="DEFAULT")
 """The global ``RandomState`` behind every module-level sampler.
@@ -67,25 +52,64 @@ Example:
 """
 
 
-def seed(seed: int | None = None) -> None:
-    """Reseed ``DEFAULT`` with ``jax.random.key(seed)`` (``None``: fresh OS entropy).
+def _on_default(method: Callable[Concatenate[RandomState, P], R]) -> Callable[P, R]:
+    """The module-level form of a ``RandomState`` method: the same call on ``DEFAULT``."""
+    name = method.__name__
 
-    A float, string or bool is a ``TypeError`` and leaves the key unchanged.
+    def on_default(*args: P.args, **kwargs: P.kwargs) -> R:
+        return method(DEFAULT, *args, **kwargs)
+
+    sig = inspect.signature(method)
+    on_default.__signature__ = sig.replace(parameters=list(sig.parameters.values())[1:])  # type: ignore[attr-defined]
+    on_default.__name__ = on_default.__qualname__ = name
+    on_default.__module__ = "state_random"
+    on_default.__annotations__ = {k: v for k, v in method.__annotations__.items() if k != "self"}
+    doc = inspect.cleandoc(method.__doc__ or "")
+    summary, _, rest = doc.partition("\n\n")
+    note = f"Draws from the global stream ``DEFAULT``: the same as ``DEFAULT.{name}(...)``."
+    on_default.__doc__ = f"{summary}\n\n{note}\n\n{rest}" if rest else f"{summary}\n\n{note}"
+    return on_default
+
+
+def _numpy_seed(seed_or_key: Any, key: jax.Array) -> int | None:
+    # NumPy is seeded the way brainstate does it: an int seed modulo 2**32, a key by
+    # the first word of its data. Traced seeds (inside a transform) leave NumPy alone.
+    if isinstance(seed_or_key, jax.core.Tracer) or isinstance(key, jax.core.Tracer):
+        return None
+    if is_key(seed_or_key) or np.ndim(seed_or_key) >= 1:  # a key, or raw key data
+        if key.ndim != 0:
+            return None
+        return int(np.asarray(jax.random.key_data(key))[0])
+    return int(seed_or_key) % 2**32
+
+
+def seed(seed_or_key: Any = None) -> None:
+    """Reseed ``DEFAULT`` and NumPy's global generator (``numpy.random.seed``).
+
+    ``seed_or_key`` is an int (the key is ``jax.random.key(seed)``; NumPy gets
+    ``seed % 2**32``), a typed key or raw ``uint32[2]`` key data (NumPy gets the
+    key's first word), or ``None``: fresh OS entropy for ``DEFAULT``, NumPy left
+    as it is. A float, string or bool is a ``TypeError`` and changes nothing.
 
     Example:
+        >>> import numpy as np
         >>> import state_random as sr
         >>> sr.seed(42)
-        >>> a = sr.uniform(size=3)
+        >>> a, b = sr.uniform(size=3), np.random.rand()
         >>> sr.seed(42)
-        >>> bool((sr.uniform(size=3) == a).all())
-        True
+        >>> bool((sr.uniform(size=3) == a).all()), np.random.rand() == b
+        (True, True)
     """
-    DEFAULT.seed(seed)
+    key = key_from_seed_or_key(seed_or_key, "seed")
+    numpy_seed = None if seed_or_key is None else _numpy_seed(seed_or_key, key)
+    DEFAULT.value = key
+    if numpy_seed is not None:
+        np.random.seed(numpy_seed)
 
 
 @contextlib.contextmanager
-def seed_context(seed: int | None) -> Iterator[None]:
-    """Temporarily reseed ``DEFAULT``; its previous key is restored on exit (also on error).
+def seed_context(seed_or_key: Any) -> Iterator[None]:
+    """Temporarily reseed ``DEFAULT`` and NumPy; both are restored on exit (also on error).
 
     Example:
         >>> import state_random as sr
@@ -99,554 +123,113 @@ def seed_context(seed: int | None) -> Iterator[None]:
         ...     bool((sr.normal(size=2) == x).all())
         True
     """
-    new_key = key_from_seed(check_seed(seed, "seed_context"))
-    old_key = DEFAULT.value
-    DEFAULT.value = new_key
+    key = key_from_seed_or_key(seed_or_key, "seed_context")
+    numpy_seed = None if seed_or_key is None else _numpy_seed(seed_or_key, key)
+    old_key, old_numpy = DEFAULT.value, np.random.get_state()
+    DEFAULT.value = key
+    if numpy_seed is not None:
+        np.random.seed(numpy_seed)
     try:
         yield
     finally:
         DEFAULT.value = old_key
+        np.random.set_state(old_numpy)
 
 
-def get_key() -> jax.Array:
-    """The current key of ``DEFAULT``.
+def default_rng(seed_or_key: Any = None) -> RandomState:
+    """``DEFAULT`` itself when ``seed_or_key`` is None, else a new ``RandomState(seed_or_key)``.
 
     Example:
-        >>> import jax
         >>> import state_random as sr
-        >>> sr.seed(5)
-        >>> bool(sr.get_key() == jax.random.key(5))
+        >>> sr.default_rng() is sr.DEFAULT
         True
+        >>> sr.default_rng(3).uniform(size=2).shape
+        (2,)
     """
-    return DEFAULT.get_key()
+    return DEFAULT if seed_or_key is None else RandomState(seed_or_key)
 
 
-def set_key(key: ArrayLike) -> None:
-    """Install ``key`` (typed key or raw ``uint32[2]`` data) into ``DEFAULT``.
+def clone_rng(seed_or_key: Any = None, clone: bool = True) -> RandomState:
+    """A new RandomState: a clone of ``DEFAULT`` (same key, independent afterwards) or ``RandomState(seed_or_key)``.
+
+    With ``clone=False`` and no seed, ``DEFAULT`` itself is returned.
 
     Example:
-        >>> import jax
-        >>> import state_random as sr
-        >>> sr.set_key(jax.random.key(9))
-        >>> bool(sr.get_key() == jax.random.key(9))
-        True
-    """
-    DEFAULT.set_key(key)
-
-
-def split_key(n: int | None = None) -> jax.Array:
-    """Advance ``DEFAULT`` and return one new key (or ``n`` keys); see ``RandomState.split_key``.
-
-    Example:
-        >>> import jax
         >>> import state_random as sr
         >>> sr.seed(0)
-        >>> bool(sr.split_key() == jax.random.split(jax.random.key(0))[1])
+        >>> rng = sr.clone_rng()
+        >>> bool((rng.normal(size=2) == sr.normal(size=2)).all())
         True
     """
-    return DEFAULT.split_key(n)
+    if seed_or_key is None:
+        return DEFAULT.clone() if clone else DEFAULT
+    return RandomState(seed_or_key)
 
 
-def split_keys(n: int) -> jax.Array:
-    """Advance ``DEFAULT`` and return ``n`` new keys (shape ``(n,)``).
-
-    Example:
-        >>> import state_random as sr
-        >>> sr.split_keys(3).shape
-        (3,)
-    """
-    return DEFAULT.split_keys(n)
-
+get_key = _on_default(RandomState.get_key)
+get_key_data = _on_default(RandomState.get_key_data)
+set_key = _on_default(RandomState.set_key)
+split_key = _on_default(RandomState.split_key)
+split_keys = _on_default(RandomState.split_keys)
+restore_key = _on_default(RandomState.restore_key)
+self_assign_multi_keys = _on_default(RandomState.self_assign_multi_keys)
 
 # ---------------------------------------------------------------------- samplers
-
-def rand(*dn: int, key: ArrayLike | None = None, dtype: DTypeLike | None = None) -> jax.Array:
-    """Uniform samples in ``[0, 1)`` of shape ``dn`` (``rand()`` is a scalar).
-
-    Draws from ``DEFAULT``; same arguments as ``RandomState.rand``.
-
-    Example:
-        >>> import state_random as sr
-        >>> sr.seed(0)
-        >>> sr.rand(2, 3).shape
-        (2, 3)
-    """
-    return DEFAULT.rand(*dn, key=key, dtype=dtype)
-
-
-def randn(*dn: int, key: ArrayLike | None = None, dtype: DTypeLike | None = None) -> jax.Array:
-    """Standard-normal samples of shape ``dn``.
-
-    Draws from ``DEFAULT``; same arguments as ``RandomState.randn``.
-
-    Example:
-        >>> import state_random as sr
-        >>> sr.seed(0)
-        >>> sr.randn(3).shape
-        (3,)
-    """
-    return DEFAULT.randn(*dn, key=key, dtype=dtype)
-
-
-def random(size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None) -> jax.Array:
-    """Uniform samples in ``[0, 1)`` of shape ``size``.
-
-    Draws from ``DEFAULT``; same arguments as ``RandomState.random``.
-
-    Example:
-        >>> import state_random as sr
-        >>> sr.seed(0)
-        >>> sr.random(4).dtype
-        dtype('float32')
-    """
-    return DEFAULT.random(size, key=key, dtype=dtype)
-
-
-def uniform(
-    low: ArrayLike = 0.0, high: ArrayLike = 1.0, size: Size = None, *,
-    key: ArrayLike | None = None, dtype: DTypeLike | None = None,
-) -> jax.Array:
-    """Uniform samples in ``[low, high)`` (``jax.random.uniform(k, shape, dtype, low, high)``).
-
-    Draws from ``DEFAULT``; same arguments as ``RandomState.uniform``.
-
-    Example:
-        >>> import state_random as sr
-        >>> sr.seed(0)
-        >>> bool((sr.uniform(-1.0, 1.0, size=8) < 1).all())
-        True
-    """
-    return DEFAULT.uniform(low, high, size, key=key, dtype=dtype)
-
-
-def normal(
-    loc: ArrayLike = 0.0, scale: ArrayLike = 1.0, size: Size = None, *,
-    key: ArrayLike | None = None, dtype: DTypeLike | None = None,
-) -> jax.Array:
-    """Normal samples: ``jax.random.normal(k, shape, dtype) * scale + loc``.
-
-    Draws from ``DEFAULT``; same arguments as ``RandomState.normal``.
-
-    Example:
-        >>> import state_random as sr
-        >>> sr.seed(0)
-        >>> sr.normal(0.0, 2.0, size=(2, 2)).shape
-        (2, 2)
-    """
-    return DEFAULT.normal(loc, scale, size, key=key, dtype=dtype)
-
-
-def standard_normal(
-    size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None
-) -> jax.Array:
-    """Standard-normal samples of shape ``size``.
-
-    Draws from ``DEFAULT``; same arguments as ``RandomState.standard_normal``.
-
-    Example:
-        >>> import state_random as sr
-        >>> sr.seed(0)
-        >>> sr.standard_normal((3,)).shape
-        (3,)
-    """
-    return DEFAULT.standard_normal(size, key=key, dtype=dtype)
-
-
-def randint(
-    low: ArrayLike, high: ArrayLike | None = None, size: Size = None,
-    dtype: DTypeLike = int, *, key: ArrayLike | None = None,
-) -> jax.Array:
-    """Integers in ``[low, high)`` (``[0, low)`` when ``high`` is None); int32 by default.
-
-    Draws from ``DEFAULT``; same arguments as ``RandomState.randint``.
-
-    Example:
-        >>> import state_random as sr
-        >>> sr.seed(0)
-        >>> sr.randint(5, 6, size=3)
-        Array([5, 5, 5], dtype=int32)
-    """
-    return DEFAULT.randint(low, high, size, dtype, key=key)
-
-
-def bernoulli(p: ArrayLike = 0.5, size: Size = None, *, key: ArrayLike | None = None) -> jax.Array:
-    """Boolean samples that are True with probability ``p`` (``p`` must be in [0, 1]).
-
-    Draws from ``DEFAULT``; same arguments as ``RandomState.bernoulli``.
-
-    Example:
-        >>> import state_random as sr
-        >>> sr.seed(0)
-        >>> sr.bernoulli(0.0, size=2)
-        Array([False, False], dtype=bool)
-    """
-    return DEFAULT.bernoulli(p, size, key=key)
-
-
-def binomial(
-    n: ArrayLike, p: ArrayLike, size: Size = None, *,
-    key: ArrayLike | None = None, dtype: DTypeLike | None = None,
-) -> jax.Array:
-    """Binomial counts of ``n`` trials with success probability ``p`` (int32 by default).
-
-    Draws from ``DEFAULT``; same arguments as ``RandomState.binomial``.
-
-    Example:
-        >>> import state_random as sr
-        >>> sr.seed(0)
-        >>> sr.binomial(4, 0.0, size=2)
-        Array([0, 0], dtype=int32)
-    """
-    return DEFAULT.binomial(n, p, size, key=key, dtype=dtype)
-
-
-def choice(
-    a: int | ArrayLike, size: Size = None, replace: bool = True, p: ArrayLike | None = None,
-    *, axis: int = 0, key: ArrayLike | None = None,
-) -> jax.Array:
-    """Random elements of ``a`` (or of ``arange(a)`` for an int), optionally weighted by ``p``.
-
-    Draws from ``DEFAULT``; same arguments as ``RandomState.choice``.
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> import state_random as sr
-        >>> sr.seed(0)
-        >>> sr.choice(jnp.array([7, 8, 9]), size=2, p=jnp.array([0.0, 1.0, 0.0]))
-        Array([8, 8], dtype=int32)
-    """
-    return DEFAULT.choice(a, size, replace, p, axis=axis, key=key)
-
-
-def permutation(
-    x: int | ArrayLike, axis: int = 0, independent: bool = False, *, key: ArrayLike | None = None
-) -> jax.Array:
-    """A permuted copy of ``x`` along ``axis`` (for an int: a permutation of ``arange(x)``).
-
-    Draws from ``DEFAULT``; same arguments as ``RandomState.permutation``.
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> import state_random as sr
-        >>> sr.seed(0)
-        >>> sorted(sr.permutation(jnp.arange(3)).tolist())
-        [0, 1, 2]
-    """
-    return DEFAULT.permutation(x, axis, independent, key=key)
-
-
-def shuffle(x: ArrayLike, axis: int = 0, *, key: ArrayLike | None = None) -> jax.Array:
-    """Return ``x`` shuffled along ``axis``.
-
-    Draws from ``DEFAULT``; same arguments as ``RandomState.shuffle``.
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> import state_random as sr
-        >>> sr.seed(0)
-        >>> sorted(sr.shuffle(jnp.arange(3)).tolist())
-        [0, 1, 2]
-    """
-    return DEFAULT.shuffle(x, axis, key=key)
-
-
-def truncated_normal(
-    lower: ArrayLike, upper: ArrayLike, size: Size = None, loc: ArrayLike = 0.0,
-    scale: ArrayLike = 1.0, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None,
-) -> jax.Array:
-    """Normal(``loc``, ``scale``) samples truncated to ``[lower, upper]`` (bounds in output units).
-
-    Draws from ``DEFAULT``; same arguments as ``RandomState.truncated_normal``.
-
-    Example:
-        >>> import state_random as sr
-        >>> sr.seed(0)
-        >>> bool((sr.truncated_normal(0.0, 0.5, size=10) <= 0.5).all())
-        True
-    """
-    return DEFAULT.truncated_normal(lower, upper, size, loc, scale, key=key, dtype=dtype)
-
-
-def exponential(
-    scale: ArrayLike = 1.0, size: Size = None, *,
-    key: ArrayLike | None = None, dtype: DTypeLike | None = None,
-) -> jax.Array:
-    """Exponential samples with mean ``scale``.
-
-    Draws from ``DEFAULT``; same arguments as ``RandomState.exponential``.
-
-    Example:
-        >>> import state_random as sr
-        >>> sr.seed(0)
-        >>> sr.exponential(size=3).shape
-        (3,)
-    """
-    return DEFAULT.exponential(scale, size, key=key, dtype=dtype)
-
-
-def gamma(
-    shape: ArrayLike, scale: ArrayLike = 1.0, size: Size = None, *,
-    key: ArrayLike | None = None, dtype: DTypeLike | None = None,
-) -> jax.Array:
-    """Gamma(``shape``, ``scale``) samples: ``jax.random.gamma(k, shape) * scale``.
-
-    Draws from ``DEFAULT``; same arguments as ``RandomState.gamma``.
-
-    Example:
-        >>> import state_random as sr
-        >>> sr.seed(0)
-        >>> sr.gamma(2.0, size=3).shape
-        (3,)
-    """
-    return DEFAULT.gamma(shape, scale, size, key=key, dtype=dtype)
-
-
-def beta(
-    a: ArrayLike, b: ArrayLike, size: Size = None, *,
-    key: ArrayLike | None = None, dtype: DTypeLike | None = None,
-) -> jax.Array:
-    """Beta(``a``, ``b``) samples in ``[0, 1]``.
-
-    Draws from ``DEFAULT``; same arguments as ``RandomState.beta``.
-
-    Example:
-        >>> import state_random as sr
-        >>> sr.seed(0)
-        >>> sr.beta(1.0, 1.0, size=3).shape
-        (3,)
-    """
-    return DEFAULT.beta(a, b, size, key=key, dtype=dtype)
-
-
-def poisson(
-    lam: ArrayLike = 1.0, size: Size = None, *,
-    key: ArrayLike | None = None, dtype: DTypeLike | None = None,
-) -> jax.Array:
-    """Poisson counts with rate ``lam`` (int32 by default).
-
-    Draws from ``DEFAULT``; same arguments as ``RandomState.poisson``.
-
-    Example:
-        >>> import state_random as sr
-        >>> sr.seed(0)
-        >>> sr.poisson(3.0, size=2).dtype
-        dtype('int32')
-    """
-    return DEFAULT.poisson(lam, size, key=key, dtype=dtype)
-
-
-def categorical(
-    logits: ArrayLike, axis: int = -1, size: Size = None, *, key: ArrayLike | None = None
-) -> jax.Array:
-    """Category indices drawn from unnormalised log-probabilities ``logits`` along ``axis``.
-
-    Draws from ``DEFAULT``; same arguments as ``RandomState.categorical``.
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> import state_random as sr
-        >>> sr.seed(0)
-        >>> sr.categorical(jnp.array([0.0, -1e9]), size=2)
-        Array([0, 0], dtype=int32)
-    """
-    return DEFAULT.categorical(logits, axis, size, key=key)
-
-
-def lognormal(
-    mean: ArrayLike = 0.0, sigma: ArrayLike = 1.0, size: Size = None, *,
-    key: ArrayLike | None = None, dtype: DTypeLike | None = None,
-) -> jax.Array:
-    """``exp(N(mean, sigma))`` samples: ``jax.random.lognormal(k, sigma, shape) * exp(mean)``.
-
-    Draws from ``DEFAULT``; same arguments as ``RandomState.lognormal``.
-
-    Example:
-        >>> import state_random as sr
-        >>> sr.seed(0)
-        >>> sr.lognormal(0.0, 0.0, size=2)
-        Array([1., 1.], dtype=float32)
-    """
-    return DEFAULT.lognormal(mean, sigma, size, key=key, dtype=dtype)
-
-
-def laplace(
-    loc: ArrayLike = 0.0, scale: ArrayLike = 1.0, size: Size = None, *,
-    key: ArrayLike | None = None, dtype: DTypeLike | None = None,
-) -> jax.Array:
-    """Laplace samples: ``jax.random.laplace(k, shape) * scale + loc``.
-
-    Draws from ``DEFAULT``; same arguments as ``RandomState.laplace``.
-
-    Example:
-        >>> import state_random as sr
-        >>> sr.seed(0)
-        >>> sr.laplace(size=3).shape
-        (3,)
-    """
-    return DEFAULT.laplace(loc, scale, size, key=key, dtype=dtype)
-
-
-def logistic(
-    loc: ArrayLike = 0.0, scale: ArrayLike = 1.0, size: Size = None, *,
-    key: ArrayLike | None = None, dtype: DTypeLike | None = None,
-) -> jax.Array:
-    """Logistic samples: ``jax.random.logistic(k, shape) * scale + loc``.
-
-    Draws from ``DEFAULT``; same arguments as ``RandomState.logistic``.
-
-    Example:
-        >>> import state_random as sr
-        >>> sr.seed(0)
-        >>> sr.logistic(size=3).shape
-        (3,)
-    """
-    return DEFAULT.logistic(loc, scale, size, key=key, dtype=dtype)
-
-
-def gumbel(
-    loc: ArrayLike = 0.0, scale: ArrayLike = 1.0, size: Size = None, *,
-    key: ArrayLike | None = None, dtype: DTypeLike | None = None,
-) -> jax.Array:
-    """Gumbel samples: ``jax.random.gumbel(k, shape) * scale + loc``.
-
-    Draws from ``DEFAULT``; same arguments as ``RandomState.gumbel``.
-
-    Example:
-        >>> import state_random as sr
-        >>> sr.seed(0)
-        >>> sr.gumbel(size=3).shape
-        (3,)
-    """
-    return DEFAULT.gumbel(loc, scale, size, key=key, dtype=dtype)
-
-
-def cauchy(
-    loc: ArrayLike = 0.0, scale: ArrayLike = 1.0, size: Size = None, *,
-    key: ArrayLike | None = None, dtype: DTypeLike | None = None,
-) -> jax.Array:
-    """Cauchy samples: ``jax.random.cauchy(k, shape) * scale + loc``.
-
-    Draws from ``DEFAULT``; same arguments as ``RandomState.cauchy``.
-
-    Example:
-        >>> import state_random as sr
-        >>> sr.seed(0)
-        >>> sr.cauchy(size=3).shape
-        (3,)
-    """
-    return DEFAULT.cauchy(loc, scale, size, key=key, dtype=dtype)
-
-
-def chisquare(
-    df: ArrayLike, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None
-) -> jax.Array:
-    """Chi-square samples with ``df`` degrees of freedom.
-
-    Draws from ``DEFAULT``; same arguments as ``RandomState.chisquare``.
-
-    Example:
-        >>> import state_random as sr
-        >>> sr.seed(0)
-        >>> sr.chisquare(2.0, size=3).shape
-        (3,)
-    """
-    return DEFAULT.chisquare(df, size, key=key, dtype=dtype)
-
-
-def dirichlet(
-    alpha: ArrayLike, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None
-) -> jax.Array:
-    """Dirichlet samples; the output shape is ``size + alpha.shape[-1:]``.
-
-    Draws from ``DEFAULT``; same arguments as ``RandomState.dirichlet``.
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> import state_random as sr
-        >>> sr.seed(0)
-        >>> sr.dirichlet(jnp.ones(4)).shape
-        (4,)
-    """
-    return DEFAULT.dirichlet(alpha, size, key=key, dtype=dtype)
-
-
-def multivariate_normal(
-    mean: ArrayLike, cov: ArrayLike, size: Size = None, method: str = "cholesky", *,
-    key: ArrayLike | None = None, dtype: DTypeLike | None = None,
-) -> jax.Array:
-    """Multivariate normal samples; the output shape is ``size + mean.shape[-1:]``.
-
-    Draws from ``DEFAULT``; same arguments as ``RandomState.multivariate_normal``.
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> import state_random as sr
-        >>> sr.seed(0)
-        >>> sr.multivariate_normal(jnp.zeros(3), jnp.eye(3)).shape
-        (3,)
-    """
-    return DEFAULT.multivariate_normal(mean, cov, size, method, key=key, dtype=dtype)
-
-
-def geometric(
-    p: ArrayLike, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None
-) -> jax.Array:
-    """Number of Bernoulli(``p``) trials up to and including the first success (>= 1).
-
-    Draws from ``DEFAULT``; same arguments as ``RandomState.geometric``.
-
-    Example:
-        >>> import state_random as sr
-        >>> sr.seed(0)
-        >>> sr.geometric(0.5, size=3).dtype
-        dtype('int32')
-    """
-    return DEFAULT.geometric(p, size, key=key, dtype=dtype)
-
-
-def pareto(
-    a: ArrayLike, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None
-) -> jax.Array:
-    """NumPy's Pareto (Lomax / Pareto II, support ``[0, inf)``): ``jax.random.pareto(k, a) - 1``.
-
-    Draws from ``DEFAULT``; same arguments as ``RandomState.pareto``.
-
-    Example:
-        >>> import state_random as sr
-        >>> sr.seed(0)
-        >>> sr.pareto(2.0, size=3).shape
-        (3,)
-    """
-    return DEFAULT.pareto(a, size, key=key, dtype=dtype)
-
-
-def weibull(
-    a: ArrayLike, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None
-) -> jax.Array:
-    """NumPy's one-parameter Weibull (scale 1, shape ``a``): ``jax.random.weibull_min(k, 1, a)``.
-
-    Draws from ``DEFAULT``; same arguments as ``RandomState.weibull``.
-
-    Example:
-        >>> import state_random as sr
-        >>> sr.seed(0)
-        >>> sr.weibull(2.0, size=3).shape
-        (3,)
-    """
-    return DEFAULT.weibull(a, size, key=key, dtype=dtype)
-
-
-def t(
-    df: ArrayLike, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None
-) -> jax.Array:
-    """Student's t samples with ``df`` degrees of freedom.
-
-    Draws from ``DEFAULT``; same arguments as ``RandomState.t``.
-
-    Example:
-        >>> import state_random as sr
-        >>> sr.seed(0)
-        >>> sr.t(3.0, size=3).shape
-        (3,)
-    """
-    return DEFAULT.t(df, size, key=key, dtype=dtype)
+rand = _on_default(RandomState.rand)
+randn = _on_default(RandomState.randn)
+random = _on_default(RandomState.random)
+random_sample = _on_default(RandomState.random_sample)
+ranf = _on_default(RandomState.ranf)
+sample = _on_default(RandomState.sample)
+uniform = _on_default(RandomState.uniform)
+normal = _on_default(RandomState.normal)
+standard_normal = _on_default(RandomState.standard_normal)
+truncated_normal = _on_default(RandomState.truncated_normal)
+lognormal = _on_default(RandomState.lognormal)
+multivariate_normal = _on_default(RandomState.multivariate_normal)
+rand_like = _on_default(RandomState.rand_like)
+randn_like = _on_default(RandomState.randn_like)
+exponential = _on_default(RandomState.exponential)
+standard_exponential = _on_default(RandomState.standard_exponential)
+gamma = _on_default(RandomState.gamma)
+standard_gamma = _on_default(RandomState.standard_gamma)
+beta = _on_default(RandomState.beta)
+chisquare = _on_default(RandomState.chisquare)
+t = _on_default(RandomState.t)
+standard_t = _on_default(RandomState.standard_t)
+pareto = _on_default(RandomState.pareto)
+power = _on_default(RandomState.power)
+weibull = _on_default(RandomState.weibull)
+weibull_min = _on_default(RandomState.weibull_min)
+rayleigh = _on_default(RandomState.rayleigh)
+maxwell = _on_default(RandomState.maxwell)
+loggamma = _on_default(RandomState.loggamma)
+laplace = _on_default(RandomState.laplace)
+logistic = _on_default(RandomState.logistic)
+gumbel = _on_default(RandomState.gumbel)
+cauchy = _on_default(RandomState.cauchy)
+standard_cauchy = _on_default(RandomState.standard_cauchy)
+f = _on_default(RandomState.f)
+noncentral_chisquare = _on_default(RandomState.noncentral_chisquare)
+noncentral_f = _on_default(RandomState.noncentral_f)
+triangular = _on_default(RandomState.triangular)
+vonmises = _on_default(RandomState.vonmises)
+wald = _on_default(RandomState.wald)
+dirichlet = _on_default(RandomState.dirichlet)
+orthogonal = _on_default(RandomState.orthogonal)
+randint = _on_default(RandomState.randint)
+random_integers = _on_default(RandomState.random_integers)
+randint_like = _on_default(RandomState.randint_like)
+bernoulli = _on_default(RandomState.bernoulli)
+binomial = _on_default(RandomState.binomial)
+poisson = _on_default(RandomState.poisson)
+geometric = _on_default(RandomState.geometric)
+negative_binomial = _on_default(RandomState.negative_binomial)
+hypergeometric = _on_default(RandomState.hypergeometric)
+logseries = _on_default(RandomState.logseries)
+zipf = _on_default(RandomState.zipf)
+multinomial = _on_default(RandomState.multinomial)
+categorical = _on_default(RandomState.categorical)
+choice = _on_default(RandomState.choice)
+permutation = _on_default(RandomState.permutation)
+shuffle = _on_default(RandomState.shuffle)

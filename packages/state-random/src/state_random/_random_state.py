@@ -4,22 +4,43 @@ from __future__ import annotations
 
 import os
 import threading
+from functools import partial
 from typing import Any, Iterable
 
 import jax
 import numpy as np
-from jax.typing import ArrayLike, DTypeLike
+from jax.typing import ArrayLike
 
 from state_core import State
 
-from . import _samplers as S
-from ._checks import Size, check_count, is_key
+from ._checks import check_count, is_key
+from ._continuous import ContinuousSamplers
+from ._discrete import DiscreteSamplers
+from ._special import SpecialSamplers
+from ._uniform_normal import UniformNormalSamplers
 
 __all__ = ["RandomState"]
 
 _ENTROPY = object()  # "seed me with fresh entropy when first needed"
 _LOCK = threading.Lock()
 _SEED_MIN, _SEED_MAX = -(2**63), 2**63 - 1
+
+# Eager splits are read-modify-write on the key: two threads splitting the same
+# state at once could both read K and hand out the same key. A lock per state
+# would make RandomState uncopyable (locks cannot be deep-copied or pickled), so
+# states share a small pool of locks picked by identity: uncontended acquisition
+# costs ~50 ns against the ~10 us of the split itself.
+_SPLIT_LOCKS = tuple(threading.Lock() for _ in range(64))
+
+_STATE_VALUE = State.value
+
+
+@partial(jax.jit, static_argnums=1)
+def _split_eager(key: jax.Array, n: int | None) -> tuple[jax.Array, jax.Array]:
+    # One compiled dispatch instead of three eager ops (split, two gathers); the
+    # same numbers as ``parts = jax.random.split(key, 2)`` -> ``parts[0], parts[1]``.
+    parts = jax.random.split(key, 2 if n is None else n + 1)
+    return parts[0], (parts[1] if n is None else parts[1:])
 
 _ACCEPTED = (
     "None (fresh entropy), an int seed, a typed PRNG key from jax.random.key (a scalar "
@@ -56,8 +77,8 @@ def check_seed(seed: Any, fn: str) -> Any:
     if _is_int_scalar_array(seed):
         return seed
     raise TypeError(
-        f"{fn}: `seed` must be an int (or None for fresh entropy), got "
-        f"{type(seed).__name__} {seed!r}. Use set_key() to install an existing key."
+        f"{fn}: `seed` must be an int (or None for fresh entropy) or a PRNG key, got "
+        f"{type(seed).__name__} {seed!r}."
     )
 
 
@@ -102,7 +123,19 @@ def as_key(value: Any, fn: str, name: str = "key", allow_batch: bool = True) -> 
     )
 
 
-class RandomState(State):
+def key_from_seed_or_key(value: Any, fn: str, name: str = "seed_or_key") -> jax.Array:
+    """The key for any seed form brainstate accepts: None, an int, a typed key or raw key data."""
+    if value is None or _is_int(value) or _is_int_scalar_array(value):
+        return key_from_seed(check_seed(value, fn))
+    if getattr(value, "dtype", None) is not None and not isinstance(value, (bool, float)):
+        return as_key(value, fn, name)
+    raise TypeError(
+        f"{fn}: `{name}` must be an int (or None for fresh entropy) or a PRNG key, got "
+        f"{type(value).__name__} {value!r}."
+    )
+
+
+class RandomState(UniformNormalSamplers, ContinuousSamplers, SpecialSamplers, DiscreteSamplers, State):
     """A ``State`` holding a JAX PRNG key, with NumPy-style samplers as methods.
 
     Every draw splits the key: ``parts = jax.random.split(K, 2)``, the state keeps
@@ -124,7 +157,12 @@ class RandomState(State):
 
     A RandomState may hold an *array* of keys (shape ``(B,)``); drawing from it
     directly is an error, but mapping transforms that declare its axis hand each
-    lane one key.
+    lane one key. Assigning raw ``uint32[..., 2]`` key data to ``value`` (for
+    example through ``StateDict.assign_values``) stores the typed key; any other
+    value is refused at once.
+
+    Splitting is atomic: threads drawing from one RandomState (such as the shared
+    ``DEFAULT``) never receive the same key.
 
     Example:
         >>> import jax
@@ -169,6 +207,7 @@ class RandomState(State):
                 f"{type(seed_or_key).__name__} {seed_or_key!r}."
             )
         super().__init__(None if pending is not None else value, name, tag, strict=strict, **metadata)
+        self._backup: Any = None
         if pending is not None:
             # Lazy key: ``_value`` is absent until first read (see ``__getattr__``).
             self.__dict__["_pending"] = pending
@@ -196,12 +235,47 @@ class RandomState(State):
             return repr(jax.typeof(jax.eval_shape(lambda: jax.random.key(0))))
         return super()._aval_repr()
 
-    # ------------------------------------------------------------------ key handling
-    def seed(self, seed: int | None = None) -> None:
-        """Reset the key to ``jax.random.key(seed)`` (``None``: fresh OS entropy).
+    # ------------------------------------------------------------------ value
+    def _typed(self, value: Any) -> Any:
+        # Raw key data would be accepted by State (same pytree structure) and fail
+        # at the next draw; convert it here, or refuse it naming this state.
+        if is_key(value):
+            return value
+        return as_key(value, self.describe(), "value")
 
-        ``seed`` must be an int (or a 0-d integer array, which may be traced);
-        floats, strings and bools are a ``TypeError`` and leave the key unchanged.
+    def _set_value(self, new_value: Any) -> None:
+        _STATE_VALUE.fset(self, self._typed(new_value))
+
+    value = property(
+        _STATE_VALUE.fget,
+        _set_value,
+        doc="The key (a typed key or key array); raw ``uint32[..., 2]`` data is wrapped on assignment.",
+    )
+
+    def restore_value(self, value: Any) -> None:
+        """Set the key without recording a write; raw ``uint32[..., 2]`` data is wrapped.
+
+        Anything that is neither a typed key nor raw key data is refused at once,
+        with a message naming this state.
+
+        Example:
+            >>> import jax
+            >>> from state_random import RandomState
+            >>> rng = RandomState(0)
+            >>> rng.restore_value(jax.random.PRNGKey(4))
+            >>> bool(rng.value == jax.random.key(4))
+            True
+        """
+        super().restore_value(self._typed(value))
+
+    # ------------------------------------------------------------------ key handling
+    def seed(self, seed_or_key: Any = None) -> None:
+        """Reset the key: ``jax.random.key(seed)`` for an int, or install a given key.
+
+        ``seed_or_key`` is ``None`` (fresh OS entropy), an int (or a 0-d integer
+        array, which may be traced), a typed key or raw ``uint32[2]`` key data.
+        Floats, strings and bools are a ``TypeError`` and leave the key unchanged.
+        (Unlike the module-level ``seed``, this does not touch NumPy's generator.)
 
         Example:
             >>> from state_random import RandomState
@@ -211,7 +285,7 @@ class RandomState(State):
             >>> bool((a == b).all())
             True
         """
-        self.value = key_from_seed(check_seed(seed, "seed"))
+        self.value = key_from_seed_or_key(seed_or_key, "seed", "seed")
 
     def get_key(self) -> jax.Array:
         """The current key (a typed key, or a key array), recording a read.
@@ -224,8 +298,19 @@ class RandomState(State):
         """
         return self.value
 
-    def set_key(self, key: ArrayLike) -> None:
-        """Install ``key``: a typed key / key array, or raw ``uint32[..., 2]`` key data.
+    def get_key_data(self) -> jax.Array:
+        """The current key as raw ``uint32`` data (``jax.random.key_data``), shape ``(..., 2)``.
+
+        Example:
+            >>> from state_random import RandomState
+            >>> data = RandomState(11).get_key_data()
+            >>> data.shape, data.dtype
+            ((2,), dtype('uint32'))
+        """
+        return jax.random.key_data(self.value)
+
+    def set_key(self, key: ArrayLike | int) -> None:
+        """Install ``key``: a typed key / key array, raw ``uint32[..., 2]`` data, or an int seed.
 
         Example:
             >>> import jax
@@ -235,14 +320,54 @@ class RandomState(State):
             >>> bool(rng.get_key() == jax.random.key(5))
             True
         """
-        self.value = as_key(key, "set_key")
+        if key is None:
+            raise TypeError("set_key: `key` must be a PRNG key or an int seed, got None; use seed() for entropy.")
+        self.value = key_from_seed_or_key(key, "set_key", "key")
 
-    def split_key(self, n: int | None = None) -> jax.Array:
+    def backup_key(self) -> None:
+        """Remember the current key so that ``restore_key()`` can return to it.
+
+        Example:
+            >>> from state_random import RandomState
+            >>> rng = RandomState(0)
+            >>> rng.backup_key()
+            >>> a = rng.normal(size=2)
+            >>> rng.restore_key()
+            >>> bool((rng.normal(size=2) == a).all())
+            True
+        """
+        if getattr(self, "_backup", None) is not None:
+            raise ValueError(
+                f"backup_key: {self.describe()} already holds a backed-up key; call "
+                "restore_key() before backing up again."
+            )
+        self._backup = self.value
+
+    def restore_key(self) -> None:
+        """Return to the key saved by ``backup_key()`` (or ``split_key(backup=True)``).
+
+        Example:
+            >>> from state_random import RandomState
+            >>> rng = RandomState(1)
+            >>> k = rng.split_key(backup=True)
+            >>> rng.restore_key()
+            >>> bool(rng.split_key() == k)
+            True
+        """
+        if getattr(self, "_backup", None) is None:
+            raise ValueError(
+                f"restore_key: {self.describe()} has no backed-up key; call backup_key() "
+                "(or split_key(backup=True)) first."
+            )
+        self.value, self._backup = self._backup, None
+
+    def split_key(self, n: int | None = None, backup: bool = False) -> jax.Array:
         """Advance the state and return one new key (``n=None``) or ``n`` new keys.
 
         ``parts = jax.random.split(K, 2)``: the state keeps ``parts[0]``, ``parts[1]``
         is returned; with ``n``: ``parts = split(K, n + 1)``, the state keeps
-        ``parts[0]`` and ``parts[1:]`` is returned.
+        ``parts[0]`` and ``parts[1:]`` is returned. ``backup=True`` first saves ``K``
+        for ``restore_key()``. The split is atomic across threads.
 
         Example:
             >>> import jax
@@ -257,30 +382,65 @@ class RandomState(State):
         """
         if n is not None:
             n = check_count(n, "n", "split_key", minimum=1)
-        key = self.value
-        if key.ndim != 0:
-            raise ValueError(
-                f"split_key: {self.describe()} holds an array of keys of shape {key.shape}, "
-                "not a single key. Draw inside a mapping transform that declares its axis "
-                "(e.g. vmap2 with state_in_axes), or set a single key with set_key()."
-            )
-        if n is None:
-            parts = jax.random.split(key, 2)
-            self.value = parts[0]
-            return parts[1]
-        parts = jax.random.split(key, n + 1)
-        self.value = parts[0]
-        return parts[1:]
+        if backup and getattr(self, "_backup", None) is not None:
+            self.backup_key()  # raises: a backup is pending
+        with _SPLIT_LOCKS[(id(self) >> 4) & 63]:
+            key = self.value
+            if key.ndim != 0:
+                raise ValueError(
+                    f"split_key: {self.describe()} holds an array of keys of shape {key.shape}, "
+                    "not a single key. Draw inside a mapping transform that declares its axis "
+                    "(e.g. vmap2 with state_in_axes), or set a single key with set_key()."
+                )
+            if isinstance(key, jax.core.Tracer):
+                parts = jax.random.split(key, 2 if n is None else n + 1)
+                keep, out = parts[0], (parts[1] if n is None else parts[1:])
+            else:
+                keep, out = _split_eager(key, n)
+            if backup:
+                self._backup = key
+            _STATE_VALUE.fset(self, keep)
+        return out
 
-    def split_keys(self, n: int) -> jax.Array:
-        """``n`` new keys (shape ``(n,)``); same as ``split_key(n)``.
+    def split_keys(self, n: int, backup: bool = False) -> jax.Array:
+        """``n`` new keys (shape ``(n,)``); same as ``split_key(n, backup)``.
 
         Example:
             >>> from state_random import RandomState
             >>> RandomState(0).split_keys(4).shape
             (4,)
         """
-        return self.split_key(check_count(n, "n", "split_keys", minimum=1))
+        return self.split_key(check_count(n, "n", "split_keys", minimum=1), backup)
+
+    def self_assign_multi_keys(self, n: int, backup: bool = True) -> None:
+        """Replace the key by ``n`` keys split from it (shape ``(n,)``), for a mapping to hand out.
+
+        ``backup=True`` (the default, as in brainstate) saves the single key for
+        ``restore_key()``. Drawing directly from a state holding several keys is an
+        error; a mapping transform that declares the state's axis gives each lane one.
+
+        Example:
+            >>> from state_random import RandomState
+            >>> rng = RandomState(0)
+            >>> rng.self_assign_multi_keys(4)
+            >>> rng.value.shape
+            (4,)
+            >>> rng.restore_key(); rng.value.shape
+            ()
+        """
+        n = check_count(n, "n", "self_assign_multi_keys", minimum=1)
+        if backup and getattr(self, "_backup", None) is not None:
+            self.backup_key()  # raises: a backup is pending
+        with _SPLIT_LOCKS[(id(self) >> 4) & 63]:
+            key = self.value
+            if key.ndim != 0:
+                raise ValueError(
+                    f"self_assign_multi_keys: {self.describe()} already holds {key.shape[0]} keys; "
+                    "restore_key() or set_key() a single key first."
+                )
+            if backup:
+                self._backup = key
+            _STATE_VALUE.fset(self, jax.random.split(key, n))
 
     def clone(self) -> "RandomState":
         """An independent RandomState that starts from the same key.
@@ -293,397 +453,18 @@ class RandomState(State):
         """
         return RandomState(self.value)
 
-    def _source(self, key: Any, fn: str) -> Any:
+    def _key(self, key: Any, fn: str) -> jax.Array:
+        # Called by every sampler after its arguments were validated.
         if key is None:
-            return self.split_key
+            return self.split_key()
+        if _is_int(key):
+            return jax.random.key(check_seed(key, fn))
         return as_key(key, fn, "key", allow_batch=False)
 
-    # ------------------------------------------------------------------ samplers
-    def rand(self, *dn: int, key: ArrayLike | None = None, dtype: DTypeLike | None = None) -> jax.Array:
-        """Uniform samples in ``[0, 1)`` of shape ``dn`` (``rand()`` is a scalar).
 
-        Example:
-            >>> from state_random import RandomState
-            >>> x = RandomState(0).rand(2, 3)
-            >>> x.shape, bool(((0 <= x) & (x < 1)).all())
-            ((2, 3), True)
-        """
-        return S.rand(self._source(key, "rand"), dn, dtype)
-
-    def randn(self, *dn: int, key: ArrayLike | None = None, dtype: DTypeLike | None = None) -> jax.Array:
-        """Standard-normal samples of shape ``dn``.
-
-        Example:
-            >>> from state_random import RandomState
-            >>> RandomState(0).randn(4).shape
-            (4,)
-        """
-        return S.randn(self._source(key, "randn"), dn, dtype)
-
-    def random(self, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None) -> jax.Array:
-        """Uniform samples in ``[0, 1)`` of shape ``size``.
-
-        Example:
-            >>> from state_random import RandomState
-            >>> RandomState(0).random((2, 2)).dtype
-            dtype('float32')
-        """
-        return S.random(self._source(key, "random"), size, dtype)
-
-    def uniform(
-        self, low: ArrayLike = 0.0, high: ArrayLike = 1.0, size: Size = None, *,
-        key: ArrayLike | None = None, dtype: DTypeLike | None = None,
-    ) -> jax.Array:
-        """Uniform samples in ``[low, high)`` (``jax.random.uniform(k, shape, dtype, low, high)``).
-
-        Example:
-            >>> from state_random import RandomState
-            >>> x = RandomState(0).uniform(2.0, 3.0, size=5)
-            >>> bool(((2 <= x) & (x < 3)).all())
-            True
-        """
-        return S.uniform(self._source(key, "uniform"), low, high, size, dtype)
-
-    def normal(
-        self, loc: ArrayLike = 0.0, scale: ArrayLike = 1.0, size: Size = None, *,
-        key: ArrayLike | None = None, dtype: DTypeLike | None = None,
-    ) -> jax.Array:
-        """Normal samples: ``jax.random.normal(k, shape, dtype) * scale + loc``.
-
-        Example:
-            >>> import jax.numpy as jnp
-            >>> from state_random import RandomState
-            >>> RandomState(0).normal(jnp.zeros(3), 2.0).shape
-            (3,)
-        """
-        return S.normal(self._source(key, "normal"), loc, scale, size, dtype)
-
-    def standard_normal(
-        self, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None
-    ) -> jax.Array:
-        """Standard-normal samples of shape ``size``.
-
-        Example:
-            >>> from state_random import RandomState
-            >>> RandomState(0).standard_normal(3).shape
-            (3,)
-        """
-        return S.standard_normal(self._source(key, "standard_normal"), size, dtype)
-
-    def randint(
-        self, low: ArrayLike, high: ArrayLike | None = None, size: Size = None,
-        dtype: DTypeLike = int, *, key: ArrayLike | None = None,
-    ) -> jax.Array:
-        """Integers in ``[low, high)`` (``[0, low)`` when ``high`` is None); int32 by default.
-
-        Example:
-            >>> from state_random import RandomState
-            >>> x = RandomState(0).randint(10, size=6)
-            >>> x.dtype, bool(((0 <= x) & (x < 10)).all())
-            (dtype('int32'), True)
-        """
-        return S.randint(self._source(key, "randint"), low, high, size, dtype)
-
-    def bernoulli(self, p: ArrayLike = 0.5, size: Size = None, *, key: ArrayLike | None = None) -> jax.Array:
-        """Boolean samples that are True with probability ``p`` (``p`` must be in [0, 1]).
-
-        Example:
-            >>> from state_random import RandomState
-            >>> RandomState(0).bernoulli(1.0, size=3)
-            Array([ True,  True,  True], dtype=bool)
-        """
-        return S.bernoulli(self._source(key, "bernoulli"), p, size)
-
-    def binomial(
-        self, n: ArrayLike, p: ArrayLike, size: Size = None, *,
-        key: ArrayLike | None = None, dtype: DTypeLike | None = None,
-    ) -> jax.Array:
-        """Binomial counts of ``n`` trials with success probability ``p`` (int32 by default).
-
-        ``dtype`` may be an integer or a floating dtype (``jax.random.binomial`` is float;
-        the result is cast).
-
-        Example:
-            >>> from state_random import RandomState
-            >>> RandomState(0).binomial(10, 1.0, size=2)
-            Array([10, 10], dtype=int32)
-        """
-        return S.binomial(self._source(key, "binomial"), n, p, size, dtype)
-
-    def choice(
-        self, a: int | ArrayLike, size: Size = None, replace: bool = True, p: ArrayLike | None = None,
-        *, axis: int = 0, key: ArrayLike | None = None,
-    ) -> jax.Array:
-        """Random elements of ``a`` (or of ``arange(a)`` for an int), optionally weighted by ``p``.
-
-        Example:
-            >>> from state_random import RandomState
-            >>> x = RandomState(0).choice(5, size=5, replace=False)
-            >>> sorted(x.tolist())
-            [0, 1, 2, 3, 4]
-        """
-        return S.choice(self._source(key, "choice"), a, size, replace, p, axis)
-
-    def permutation(
-        self, x: int | ArrayLike, axis: int = 0, independent: bool = False, *, key: ArrayLike | None = None
-    ) -> jax.Array:
-        """A permuted copy of ``x`` along ``axis`` (for an int: a permutation of ``arange(x)``).
-
-        Example:
-            >>> from state_random import RandomState
-            >>> sorted(RandomState(0).permutation(4).tolist())
-            [0, 1, 2, 3]
-        """
-        return S.permutation(self._source(key, "permutation"), x, axis, independent)
-
-    def shuffle(self, x: ArrayLike, axis: int = 0, *, key: ArrayLike | None = None) -> jax.Array:
-        """Return ``x`` shuffled along ``axis``.
-
-        JAX arrays are immutable, so unlike ``numpy.random.shuffle`` this does not work
-        in place: use the returned array (``x = rng.shuffle(x)``).
-
-        Example:
-            >>> import jax.numpy as jnp
-            >>> from state_random import RandomState
-            >>> sorted(RandomState(0).shuffle(jnp.arange(4)).tolist())
-            [0, 1, 2, 3]
-        """
-        return S.shuffle(self._source(key, "shuffle"), x, axis)
-
-    def truncated_normal(
-        self, lower: ArrayLike, upper: ArrayLike, size: Size = None, loc: ArrayLike = 0.0,
-        scale: ArrayLike = 1.0, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None,
-    ) -> jax.Array:
-        """Normal(``loc``, ``scale``) samples truncated to ``[lower, upper]`` (bounds in output units).
-
-        Computed as ``jax.random.truncated_normal(k, (lower-loc)/scale, (upper-loc)/scale,
-        shape) * scale + loc``.
-
-        Example:
-            >>> from state_random import RandomState
-            >>> x = RandomState(0).truncated_normal(-1.0, 1.0, size=100)
-            >>> bool(((-1 <= x) & (x <= 1)).all())
-            True
-        """
-        return S.truncated_normal(self._source(key, "truncated_normal"), lower, upper, size, loc, scale, dtype)
-
-    def exponential(
-        self, scale: ArrayLike = 1.0, size: Size = None, *,
-        key: ArrayLike | None = None, dtype: DTypeLike | None = None,
-    ) -> jax.Array:
-        """Exponential samples with mean ``scale``.
-
-        Example:
-            >>> from state_random import RandomState
-            >>> bool((RandomState(0).exponential(2.0, size=10) >= 0).all())
-            True
-        """
-        return S.exponential(self._source(key, "exponential"), scale, size, dtype)
-
-    def gamma(
-        self, shape: ArrayLike, scale: ArrayLike = 1.0, size: Size = None, *,
-        key: ArrayLike | None = None, dtype: DTypeLike | None = None,
-    ) -> jax.Array:
-        """Gamma(``shape``, ``scale``) samples: ``jax.random.gamma(k, shape) * scale``.
-
-        Example:
-            >>> from state_random import RandomState
-            >>> RandomState(0).gamma(2.0, 3.0, size=(2, 2)).shape
-            (2, 2)
-        """
-        return S.gamma(self._source(key, "gamma"), shape, scale, size, dtype)
-
-    def beta(
-        self, a: ArrayLike, b: ArrayLike, size: Size = None, *,
-        key: ArrayLike | None = None, dtype: DTypeLike | None = None,
-    ) -> jax.Array:
-        """Beta(``a``, ``b``) samples in ``[0, 1]``.
-
-        Example:
-            >>> from state_random import RandomState
-            >>> x = RandomState(0).beta(2.0, 5.0, size=4)
-            >>> bool(((0 <= x) & (x <= 1)).all())
-            True
-        """
-        return S.beta(self._source(key, "beta"), a, b, size, dtype)
-
-    def poisson(
-        self, lam: ArrayLike = 1.0, size: Size = None, *,
-        key: ArrayLike | None = None, dtype: DTypeLike | None = None,
-    ) -> jax.Array:
-        """Poisson counts with rate ``lam`` (int32 by default).
-
-        Example:
-            >>> from state_random import RandomState
-            >>> RandomState(0).poisson(0.0, size=3)
-            Array([0, 0, 0], dtype=int32)
-        """
-        return S.poisson(self._source(key, "poisson"), lam, size, dtype)
-
-    def categorical(
-        self, logits: ArrayLike, axis: int = -1, size: Size = None, *, key: ArrayLike | None = None
-    ) -> jax.Array:
-        """Category indices drawn from unnormalised log-probabilities ``logits`` along ``axis``.
-
-        Example:
-            >>> import jax.numpy as jnp
-            >>> from state_random import RandomState
-            >>> RandomState(0).categorical(jnp.array([-1e9, 0.0, -1e9]), size=3)
-            Array([1, 1, 1], dtype=int32)
-        """
-        return S.categorical(self._source(key, "categorical"), logits, axis, size)
-
-    def lognormal(
-        self, mean: ArrayLike = 0.0, sigma: ArrayLike = 1.0, size: Size = None, *,
-        key: ArrayLike | None = None, dtype: DTypeLike | None = None,
-    ) -> jax.Array:
-        """``exp(N(mean, sigma))`` samples: ``jax.random.lognormal(k, sigma, shape) * exp(mean)``.
-
-        Example:
-            >>> from state_random import RandomState
-            >>> bool((RandomState(0).lognormal(size=5) > 0).all())
-            True
-        """
-        return S.lognormal(self._source(key, "lognormal"), mean, sigma, size, dtype)
-
-    def laplace(
-        self, loc: ArrayLike = 0.0, scale: ArrayLike = 1.0, size: Size = None, *,
-        key: ArrayLike | None = None, dtype: DTypeLike | None = None,
-    ) -> jax.Array:
-        """Laplace samples: ``jax.random.laplace(k, shape) * scale + loc``.
-
-        Example:
-            >>> from state_random import RandomState
-            >>> RandomState(0).laplace(1.0, 0.0, size=2)
-            Array([1., 1.], dtype=float32)
-        """
-        return S.laplace(self._source(key, "laplace"), loc, scale, size, dtype)
-
-    def logistic(
-        self, loc: ArrayLike = 0.0, scale: ArrayLike = 1.0, size: Size = None, *,
-        key: ArrayLike | None = None, dtype: DTypeLike | None = None,
-    ) -> jax.Array:
-        """Logistic samples: ``jax.random.logistic(k, shape) * scale + loc``.
-
-        Example:
-            >>> from state_random import RandomState
-            >>> RandomState(0).logistic(size=(2, 3)).shape
-            (2, 3)
-        """
-        return S.logistic(self._source(key, "logistic"), loc, scale, size, dtype)
-
-    def gumbel(
-        self, loc: ArrayLike = 0.0, scale: ArrayLike = 1.0, size: Size = None, *,
-        key: ArrayLike | None = None, dtype: DTypeLike | None = None,
-    ) -> jax.Array:
-        """Gumbel samples: ``jax.random.gumbel(k, shape) * scale + loc``.
-
-        Example:
-            >>> from state_random import RandomState
-            >>> RandomState(0).gumbel(size=3).shape
-            (3,)
-        """
-        return S.gumbel(self._source(key, "gumbel"), loc, scale, size, dtype)
-
-    def cauchy(
-        self, loc: ArrayLike = 0.0, scale: ArrayLike = 1.0, size: Size = None, *,
-        key: ArrayLike | None = None, dtype: DTypeLike | None = None,
-    ) -> jax.Array:
-        """Cauchy samples: ``jax.random.cauchy(k, shape) * scale + loc``.
-
-        Example:
-            >>> from state_random import RandomState
-            >>> RandomState(0).cauchy(size=3).shape
-            (3,)
-        """
-        return S.cauchy(self._source(key, "cauchy"), loc, scale, size, dtype)
-
-    def chisquare(
-        self, df: ArrayLike, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None
-    ) -> jax.Array:
-        """Chi-square samples with ``df`` degrees of freedom.
-
-        Example:
-            >>> from state_random import RandomState
-            >>> bool((RandomState(0).chisquare(3.0, size=5) >= 0).all())
-            True
-        """
-        return S.chisquare(self._source(key, "chisquare"), df, size, dtype)
-
-    def dirichlet(
-        self, alpha: ArrayLike, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None
-    ) -> jax.Array:
-        """Dirichlet samples; the output shape is ``size + alpha.shape[-1:]``.
-
-        Example:
-            >>> import jax.numpy as jnp
-            >>> from state_random import RandomState
-            >>> x = RandomState(0).dirichlet(jnp.ones(3), size=2)
-            >>> x.shape, bool(jnp.allclose(x.sum(-1), 1.0))
-            ((2, 3), True)
-        """
-        return S.dirichlet(self._source(key, "dirichlet"), alpha, size, dtype)
-
-    def multivariate_normal(
-        self, mean: ArrayLike, cov: ArrayLike, size: Size = None, method: str = "cholesky", *,
-        key: ArrayLike | None = None, dtype: DTypeLike | None = None,
-    ) -> jax.Array:
-        """Multivariate normal samples; the output shape is ``size + mean.shape[-1:]``.
-
-        ``method`` is ``'cholesky'``, ``'eigh'`` or ``'svd'`` (as in ``jax.random``).
-
-        Example:
-            >>> import jax.numpy as jnp
-            >>> from state_random import RandomState
-            >>> RandomState(0).multivariate_normal(jnp.zeros(2), jnp.eye(2), size=5).shape
-            (5, 2)
-        """
-        return S.multivariate_normal(self._source(key, "multivariate_normal"), mean, cov, size, method, dtype)
-
-    def geometric(
-        self, p: ArrayLike, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None
-    ) -> jax.Array:
-        """Number of Bernoulli(``p``) trials up to and including the first success (>= 1).
-
-        Example:
-            >>> from state_random import RandomState
-            >>> RandomState(0).geometric(1.0, size=3)
-            Array([1, 1, 1], dtype=int32)
-        """
-        return S.geometric(self._source(key, "geometric"), p, size, dtype)
-
-    def pareto(
-        self, a: ArrayLike, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None
-    ) -> jax.Array:
-        """NumPy's Pareto (Lomax / Pareto II, support ``[0, inf)``): ``jax.random.pareto(k, a) - 1``.
-
-        Example:
-            >>> from state_random import RandomState
-            >>> bool((RandomState(0).pareto(3.0, size=5) >= 0).all())
-            True
-        """
-        return S.pareto(self._source(key, "pareto"), a, size, dtype)
-
-    def weibull(
-        self, a: ArrayLike, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None
-    ) -> jax.Array:
-        """NumPy's one-parameter Weibull (scale 1, shape ``a``): ``jax.random.weibull_min(k, 1, a)``.
-
-        Example:
-            >>> from state_random import RandomState
-            >>> bool((RandomState(0).weibull(1.5, size=5) >= 0).all())
-            True
-        """
-        return S.weibull(self._source(key, "weibull"), a, size, dtype)
-
-    def t(
-        self, df: ArrayLike, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None
-    ) -> jax.Array:
-        """Student's t samples with ``df`` degrees of freedom.
-
-        Example:
-            >>> from state_random import RandomState
-            >>> RandomState(0).t(5.0, size=(3,)).shape
-            (3,)
-        """
-        return S.t(self._source(key, "t"), df, size, dtype)
+# Sampler methods are written once, on mixins; show them as RandomState methods.
+for _name in dir(RandomState):
+    _fn = getattr(RandomState, _name)
+    if not _name.startswith("_") and callable(_fn) and getattr(_fn, "__qualname__", "").split(".")[0].endswith("Samplers"):
+        _fn.__qualname__ = f"RandomState.{_name}"
+del _name, _fn

@@ -1,0 +1,296 @@
+"""Uniform and normal samplers of ``RandomState`` (each written once; ``_default`` binds them to ``DEFAULT``).
+
+Every sampler validates its arguments first and only then takes its key with
+``self._key(key, name)``, which splits the state. That order is what guarantees
+that a call with bad arguments never advances a random state.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.typing import ArrayLike, DTypeLike
+
+from ._checks import (
+    Size,
+    as_param,
+    check_dims,
+    check_less,
+    check_psd,
+    check_size,
+    concrete,
+    float_dtype,
+    loc_scale,
+    nonneg,
+    out_shape,
+    positive,
+    shape_of,
+)
+
+__all__ = ["UniformNormalSamplers"]
+
+
+def _like_float_dtype(x: Any, dtype: Any, fn: str) -> np.dtype:
+    if dtype is not None:
+        return float_dtype(dtype, fn)
+    own = getattr(x, "dtype", None)
+    if own is not None and jnp.issubdtype(own, jnp.floating):
+        return np.dtype(own)
+    return float_dtype(None, fn)
+
+
+class UniformNormalSamplers:
+    """``rand``, ``uniform``, ``normal`` and their relatives (a mixin of ``RandomState``)."""
+
+    _key: Callable[[Any, str], jax.Array]
+
+    def _uniform01(self, fn: str, size: Size, key: Any, dtype: Any) -> jax.Array:
+        shape, dt = check_size(size, fn) or (), float_dtype(dtype, fn)
+        return jax.random.uniform(self._key(key, fn), shape, dt)
+
+    def rand(self, *dn: int, key: ArrayLike | None = None, dtype: DTypeLike | None = None) -> jax.Array:
+        """Uniform samples in ``[0, 1)`` of shape ``dn`` (``rand()`` is a scalar).
+
+        Example:
+            >>> from state_random import RandomState
+            >>> x = RandomState(0).rand(2, 3)
+            >>> x.shape, bool(((0 <= x) & (x < 1)).all())
+            ((2, 3), True)
+        """
+        shape, dt = check_dims(dn, "rand"), float_dtype(dtype, "rand")
+        return jax.random.uniform(self._key(key, "rand"), shape, dt)
+
+    def randn(self, *dn: int, key: ArrayLike | None = None, dtype: DTypeLike | None = None) -> jax.Array:
+        """Standard-normal samples of shape ``dn``.
+
+        Example:
+            >>> from state_random import RandomState
+            >>> RandomState(0).randn(4).shape
+            (4,)
+        """
+        shape, dt = check_dims(dn, "randn"), float_dtype(dtype, "randn")
+        return jax.random.normal(self._key(key, "randn"), shape, dt)
+
+    def random(self, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None) -> jax.Array:
+        """Uniform samples in ``[0, 1)`` of shape ``size``.
+
+        Example:
+            >>> from state_random import RandomState
+            >>> RandomState(0).random((2, 2)).dtype
+            dtype('float32')
+        """
+        return self._uniform01("random", size, key, dtype)
+
+    def random_sample(
+        self, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None
+    ) -> jax.Array:
+        """NumPy's name for ``random``: uniform samples in ``[0, 1)``.
+
+        Example:
+            >>> from state_random import RandomState
+            >>> bool((RandomState(0).random_sample(3) == RandomState(0).random(3)).all())
+            True
+        """
+        return self._uniform01("random_sample", size, key, dtype)
+
+    def ranf(self, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None) -> jax.Array:
+        """NumPy's alias of ``random_sample``: uniform samples in ``[0, 1)``.
+
+        Example:
+            >>> from state_random import RandomState
+            >>> RandomState(0).ranf((2,)).shape
+            (2,)
+        """
+        return self._uniform01("ranf", size, key, dtype)
+
+    def sample(self, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None) -> jax.Array:
+        """NumPy's alias of ``random_sample``: uniform samples in ``[0, 1)``.
+
+        Example:
+            >>> from state_random import RandomState
+            >>> RandomState(0).sample(5).shape
+            (5,)
+        """
+        return self._uniform01("sample", size, key, dtype)
+
+    def uniform(
+        self, low: ArrayLike = 0.0, high: ArrayLike = 1.0, size: Size = None, *,
+        key: ArrayLike | None = None, dtype: DTypeLike | None = None,
+    ) -> jax.Array:
+        """Uniform samples in ``[low, high)`` (``jax.random.uniform(k, shape, dtype, low, high)``).
+
+        ``low`` must be less than ``high`` (checked for host values).
+
+        Example:
+            >>> from state_random import RandomState
+            >>> x = RandomState(0).uniform(2.0, 3.0, size=5)
+            >>> bool(((2 <= x) & (x < 3)).all())
+            True
+        """
+        fn = "uniform"
+        dt = float_dtype(dtype, fn)
+        low, high = as_param(low, "low", fn), as_param(high, "high", fn)
+        check_less(low, high, ("low", "high"), fn)
+        shape = out_shape(check_size(size, fn), fn, shape_of(low), shape_of(high))
+        return jax.random.uniform(self._key(key, fn), shape, dt, low, high)
+
+    def normal(
+        self, loc: ArrayLike | None = 0.0, scale: ArrayLike | None = 1.0, size: Size = None, *,
+        key: ArrayLike | None = None, dtype: DTypeLike | None = None,
+    ) -> jax.Array:
+        """Normal samples: ``jax.random.normal(k, shape, dtype) * scale + loc``.
+
+        ``loc=None`` / ``scale=None`` mean 0 and 1 (as in brainstate).
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> from state_random import RandomState
+            >>> RandomState(0).normal(jnp.zeros(3), 2.0).shape
+            (3,)
+        """
+        loc, scale, shape, dt = loc_scale("normal", loc, scale, size, dtype)
+        return jax.random.normal(self._key(key, "normal"), shape, dt) * scale + loc
+
+    def standard_normal(
+        self, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None
+    ) -> jax.Array:
+        """Standard-normal samples of shape ``size``.
+
+        Example:
+            >>> from state_random import RandomState
+            >>> RandomState(0).standard_normal(3).shape
+            (3,)
+        """
+        fn = "standard_normal"
+        shape, dt = check_size(size, fn) or (), float_dtype(dtype, fn)
+        return jax.random.normal(self._key(key, fn), shape, dt)
+
+    def truncated_normal(
+        self, lower: ArrayLike, upper: ArrayLike, size: Size = None, loc: ArrayLike = 0.0,
+        scale: ArrayLike = 1.0, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None,
+        check_valid: bool = True,
+    ) -> jax.Array:
+        """Normal(``loc``, ``scale``) samples truncated to ``[lower, upper]`` (bounds in output units).
+
+        Computed as ``jax.random.truncated_normal(k, (lower-loc)/scale, (upper-loc)/scale,
+        shape) * scale + loc``. With ``check_valid`` (the default) host values are
+        checked: ``scale > 0``, ``lower < upper``, and ``loc`` within 2 ``scale`` of
+        ``[lower, upper]`` (farther out the sampler loses accuracy).
+
+        Example:
+            >>> from state_random import RandomState
+            >>> x = RandomState(0).truncated_normal(-1.0, 1.0, size=100)
+            >>> bool(((-1 <= x) & (x <= 1)).all())
+            True
+        """
+        fn = "truncated_normal"
+        dt = float_dtype(dtype, fn)
+        lower, upper = as_param(lower, "lower", fn), as_param(upper, "upper", fn)
+        loc, scale = as_param(loc, "loc", fn), as_param(scale, "scale", fn)
+        shape = out_shape(
+            check_size(size, fn), fn, shape_of(lower), shape_of(upper), shape_of(loc), shape_of(scale)
+        )
+        if check_valid:
+            positive(scale, "scale", fn)
+            check_less(lower, upper, ("lower", "upper"), fn)
+            _check_loc_near(lower, upper, loc, scale, fn)
+        a, b = (lower - loc) / scale, (upper - loc) / scale
+        return jax.random.truncated_normal(self._key(key, fn), a, b, shape, dt) * scale + loc
+
+    def lognormal(
+        self, mean: ArrayLike | None = 0.0, sigma: ArrayLike | None = 1.0, size: Size = None, *,
+        key: ArrayLike | None = None, dtype: DTypeLike | None = None,
+    ) -> jax.Array:
+        """``exp(N(mean, sigma))`` samples: ``jax.random.lognormal(k, sigma, shape) * exp(mean)``.
+
+        Example:
+            >>> from state_random import RandomState
+            >>> bool((RandomState(0).lognormal(size=5) > 0).all())
+            True
+        """
+        fn = "lognormal"
+        dt = float_dtype(dtype, fn)
+        mean = 0.0 if mean is None else as_param(mean, "mean", fn)
+        sigma = 1.0 if sigma is None else as_param(sigma, "sigma", fn)
+        nonneg(sigma, "sigma", fn)
+        shape = out_shape(check_size(size, fn), fn, shape_of(mean), shape_of(sigma))
+        return jax.random.lognormal(self._key(key, fn), sigma, shape, dt) * jnp.exp(mean)
+
+    def multivariate_normal(
+        self, mean: ArrayLike, cov: ArrayLike, size: Size = None, method: str = "cholesky", *,
+        key: ArrayLike | None = None, dtype: DTypeLike | None = None,
+    ) -> jax.Array:
+        """Multivariate normal samples; the output shape is ``size + mean.shape[-1:]``.
+
+        ``method`` is ``'cholesky'``, ``'eigh'`` or ``'svd'`` (as in ``jax.random``).
+        A host ``cov`` must be symmetric positive semi-definite.
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> from state_random import RandomState
+            >>> RandomState(0).multivariate_normal(jnp.zeros(2), jnp.eye(2), size=5).shape
+            (5, 2)
+        """
+        fn = "multivariate_normal"
+        dt = float_dtype(dtype, fn)
+        if method not in ("cholesky", "eigh", "svd"):
+            raise ValueError(f"{fn}: `method` must be 'cholesky', 'eigh' or 'svd', got {method!r}.")
+        mean, cov = as_param(mean, "mean", fn), as_param(cov, "cov", fn)
+        mshape, cshape = shape_of(mean), shape_of(cov)
+        if len(mshape) < 1 or len(cshape) < 2 or cshape[-2:] != (mshape[-1], mshape[-1]):
+            raise ValueError(
+                f"{fn}: `mean` must have shape (..., n) and `cov` shape (..., n, n); got "
+                f"{mshape} and {cshape}."
+            )
+        check_psd(cov, "cov", fn)
+        shape = out_shape(check_size(size, fn), fn, mshape[:-1], cshape[:-2])
+        return jax.random.multivariate_normal(
+            self._key(key, fn), jnp.asarray(mean), jnp.asarray(cov), shape, dt, method
+        )
+
+    def rand_like(
+        self, input: ArrayLike, dtype: DTypeLike | None = None, *, key: ArrayLike | None = None
+    ) -> jax.Array:
+        """Uniform ``[0, 1)`` samples with the shape of ``input`` (PyTorch's ``rand_like``).
+
+        The dtype is ``dtype``, else ``input``'s floating dtype, else the default float.
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> from state_random import RandomState
+            >>> RandomState(0).rand_like(jnp.zeros((2, 3), jnp.float16)).dtype
+            dtype('float16')
+        """
+        fn = "rand_like"
+        dt = _like_float_dtype(input, dtype, fn)
+        return jax.random.uniform(self._key(key, fn), shape_of(input), dt)
+
+    def randn_like(
+        self, input: ArrayLike, dtype: DTypeLike | None = None, *, key: ArrayLike | None = None
+    ) -> jax.Array:
+        """Standard-normal samples with the shape of ``input`` (PyTorch's ``randn_like``).
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> from state_random import RandomState
+            >>> RandomState(0).randn_like(jnp.zeros(4)).shape
+            (4,)
+        """
+        fn = "randn_like"
+        dt = _like_float_dtype(input, dtype, fn)
+        return jax.random.normal(self._key(key, fn), shape_of(input), dt)
+
+
+def _check_loc_near(lower: Any, upper: Any, loc: Any, scale: Any, fn: str) -> None:
+    # Run after out_shape, so the host values broadcast together.
+    lo, hi, mu, sd = (concrete(v) for v in (lower, upper, loc, scale))
+    if lo is None or hi is None or mu is None or sd is None:
+        return
+    if np.any((mu < lo - 2 * sd) | (mu > hi + 2 * sd)):
+        raise ValueError(
+            f"{fn}: `loc` is more than 2 `scale` outside [lower, upper]; the samples would be "
+            "inaccurate. Move `loc` closer or pass check_valid=False."
+        )
