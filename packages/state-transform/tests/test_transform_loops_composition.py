@@ -1,0 +1,184 @@
+"""Loops inside and around jit, vmap2, pmap2, shard_map and grad."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import PartitionSpec as P
+from numpy.testing import assert_allclose
+
+import state_random
+from state_core import HiddenState, ParamState, State
+from state_core.filter import OfType
+from state_transform import fori_loop, for_loop, grad, jit, pmap2, scan, shard_map, vmap2, while_loop
+
+HIDDEN = OfType(HiddenState)
+
+
+class Population:
+    """A tiny leaky neuron population with noisy input (one member of an ensemble)."""
+
+    def __init__(self, n, seed=0):
+        self.v = HiddenState(jnp.zeros(n), name="v")
+        self.tau = State(jnp.float32(10.0), name="tau")
+        self.rng = state_random.RandomState(seed)
+
+    def update(self, t):
+        noise = self.rng.normal(size=self.v.value.shape)
+        self.v.value = self.v.value + (-self.v.value + 1.0 + 0.1 * noise) / self.tau.value
+        return self.v.value.mean() + 0.0 * t
+
+
+def test_vmap2_of_for_loop_over_an_ensemble():
+    pop = Population(5)
+    pop.v.value = jnp.zeros((4, 5))  # 4 ensemble members
+    traces = []
+
+    def step(t):
+        traces.append(1)
+        return pop.update(t)
+
+    sim = vmap2(lambda ts: for_loop(step, ts), in_axes=None, axis_size=4,
+                state_in_axes={0: HIDDEN}, state_out_axes={0: HIDDEN})
+    ys = sim(jnp.arange(20.0))
+    assert ys.shape == (4, 20)
+    assert pop.v.value.shape == (4, 5)
+    # members got different noise (per-lane keys), all relax towards 1
+    assert len({float(x) for x in ys[:, -1]}) == 4
+    assert_allclose(ys[:, -1], 1 - 0.9**20, atol=0.05)
+    ys2 = sim(jnp.arange(20.0))
+    assert len(traces) == 1
+    assert ys2.shape == (4, 20)
+
+
+def test_for_loop_inside_vmap2_matches_a_python_loop_per_lane():
+    h = State(jnp.zeros(3), name="h")
+
+    def step(x):
+        h.value = h.value * 0.5 + x
+        return h.value.sum()
+
+    f = vmap2(lambda xs: for_loop(step, xs), in_axes=1, state_in_axes={0: OfType(State)},
+              state_out_axes={0: OfType(State)})
+    h.value = jnp.zeros((2, 3))
+    xs = jnp.arange(8.0).reshape(4, 2)
+    ys = f(xs)
+    for lane in range(2):
+        hv = np.zeros(3)
+        for t in range(4):
+            hv = hv * 0.5 + float(xs[t, lane])
+            assert_allclose(ys[lane, t], hv.sum(), rtol=1e-6)
+        assert_allclose(h.value[lane], hv, rtol=1e-6)
+
+
+def test_vmap2_inside_for_loop():
+    h = State(jnp.zeros(4), name="h")
+
+    def step(x):
+        return vmap2(lambda a: a * 2, in_axes=0)(x + h.value)
+
+    def body(t):
+        h.value = h.value + 1
+        return step(jnp.full(4, t))
+
+    ys = for_loop(body, jnp.arange(3.0))
+    assert_allclose(ys, [[2.0] * 4, [6.0] * 4, [10.0] * 4])
+
+
+def test_grad_through_for_loop_wrt_state():
+    w = ParamState(jnp.array(0.5), name="w")
+    x = State(jnp.array(1.0), name="x")
+
+    def loss():
+        def step(t):
+            x.value = x.value * w.value + t
+            return x.value
+
+        return for_loop(step, jnp.arange(3.0)).sum()
+
+    g, value = grad(loss, grad_states=w, return_value=True)()
+
+    def pure(wv):
+        def body(c, t):
+            c = c * wv + t
+            return c, c
+
+        return jax.lax.scan(body, 1.0, jnp.arange(3.0))[1].sum()
+
+    assert_allclose(value, pure(0.5), rtol=1e-6)
+    assert_allclose(g, jax.grad(pure)(0.5), rtol=1e-6)
+    assert_allclose(x.value, 1.0 * 0.5**3 + 0 * 0.25 + 1 * 0.5 + 2, rtol=1e-6)
+
+
+def test_loop_inside_grad_inside_jit_and_loop_of_grad():
+    w = ParamState(jnp.array(2.0), name="w")
+
+    def loss(x):
+        return fori_loop(0, 3, lambda i, c: c * w.value, x)
+
+    g = jit(grad(loss, grad_states=w))
+    assert_allclose(g(1.0), 3 * 2.0**2)
+
+    def train(t):
+        gw = grad(lambda: w.value**2, grad_states=w)()
+        w.value = w.value - 0.25 * gw
+        return w.value
+
+    ys = for_loop(train, jnp.arange(3))
+    assert_allclose(ys, [1.0, 0.5, 0.25])
+
+
+def test_pmap2_of_for_loop():
+    n = 4
+    s = State(jnp.zeros(n), name="s")
+
+    def sim(x):
+        def step(t):
+            s.value = s.value + x * t
+            return s.value
+
+        return for_loop(step, jnp.arange(3.0))[-1]
+
+    f = pmap2(sim, axis_name="i", state_in_axes={0: OfType(State)}, state_out_axes={0: OfType(State)})
+    out = f(jnp.arange(float(n)))
+    assert_allclose(out, np.arange(n) * 3.0)
+    assert_allclose(s.value, np.arange(n) * 3.0)
+
+
+def test_shard_map_of_scan():
+    mesh = jax.make_mesh((jax.device_count(),), ("x",))
+    acc = State(jnp.zeros(()), name="acc")
+
+    def per_shard(xs):
+        def step(c, x):
+            acc.value = acc.value + x.sum()
+            return c + 1, None
+
+        c, _ = scan(step, 0, xs)
+        return jnp.full((1,), c)
+
+    f = shard_map(per_shard, mesh, in_specs=(P("x"),), out_specs=P("x"),
+                  state_out_specs={acc: P()}, check_vma=False)
+    data = jnp.ones((jax.device_count(), 3))
+    out = f(data)
+    assert_allclose(out, np.ones(jax.device_count()) * 1)
+    assert_allclose(acc.value, 3.0)
+
+
+def test_while_loop_inside_jit_with_state_limit():
+    x = State(jnp.array(1.0), name="x")
+    limit = State(jnp.array(50.0), name="limit")
+
+    @jit
+    def run():
+        return while_loop(lambda n: x.value < limit.value, lambda n: _double(x, n), 0)
+
+    assert int(run()) == 6
+    assert_allclose(x.value, 64.0)
+    limit.value = jnp.array(1000.0)
+    assert int(run()) == 4
+    assert_allclose(x.value, 1024.0)
+
+
+def _double(x, n):
+    x.value = x.value * 2
+    return n + 1
