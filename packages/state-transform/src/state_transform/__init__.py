@@ -20,6 +20,7 @@ Example:
 """
 
 from .__about__ import __version__
+from ._conditions import cond, ifelse, switch
 from ._grad import GradFunction, grad
 from ._jit import JittedFunction, jit
 from ._loops import for_loop, fori_loop, map, scan, while_loop
@@ -50,6 +51,9 @@ __all__ = [
     "fori_loop",
     "while_loop",
     "map",
+    "cond",
+    "switch",
+    "ifelse",
     "ProgressBar",
     "clear_control_flow_caches",
 ]
