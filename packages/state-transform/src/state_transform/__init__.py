@@ -28,8 +28,10 @@ from ._mapping import StatefulMapping
 from ._new_states import pmap2_new_states, vmap2_new_states
 from ._pmap import pmap2
 from ._progress import ProgressBar
+from ._remat import RematFunction, checkpoint, remat
 from ._shard_map import ShardMapFunction, shard_map
 from ._traced_body import clear_control_flow_caches
+from ._value_and_grad import ValueAndGradFunction, value_and_grad
 from ._vmap import vmap2
 
 __all__ = [
@@ -54,6 +56,11 @@ __all__ = [
     "cond",
     "switch",
     "ifelse",
+    "checkpoint",
+    "remat",
+    "RematFunction",
+    "value_and_grad",
+    "ValueAndGradFunction",
     "ProgressBar",
     "clear_control_flow_caches",
 ]

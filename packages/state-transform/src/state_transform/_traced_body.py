@@ -39,8 +39,8 @@ class TracedBody:
 
     __slots__ = ("sf", "_programs", "_lock")
 
-    def __init__(self, fun: Callable[..., Any], name: str) -> None:
-        self.sf = StatefulFunction(fun, name=name)
+    def __init__(self, fun: Callable[..., Any], name: str, static_argnums: tuple[int, ...] = ()) -> None:
+        self.sf = StatefulFunction(fun, static_argnums, name=name)
         self._programs: OrderedDict[Hashable, tuple[tuple, Any]] = OrderedDict()
         self._lock = threading.Lock()
 
