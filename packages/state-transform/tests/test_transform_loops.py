@@ -311,3 +311,31 @@ def test_nested_loops():
     # inner adds 0+1+2=3, then 1+2+3=6
     assert_allclose(ys, [3.0, 9.0])
     assert_allclose(total.value, 9.0)
+
+
+def test_state_leak_error_points_to_state_aware_scan():
+    s = State(jnp.zeros(()), name="leaky")
+
+    def body(c, x):
+        s.value = s.value + x
+        return c, None
+
+    @jit
+    def plain(xs):
+        jax.lax.scan(body, 0.0, xs)
+
+    with pytest.raises(state_core.StateLeakError, match=r"(?s)leaky.*state_transform\.scan / for_loop"):
+        plain(jnp.ones(3))
+    assert_allclose(s.value, 0.0)
+
+    @jit
+    def aware(xs):
+        scan(body, 0.0, xs)
+
+    aware(jnp.ones(3))
+    assert_allclose(s.value, 3.0)
+
+
+def test_pbar_is_brainstates_name_for_progress_bar():
+    with pytest.raises(TypeError, match="progress_bar must be"):
+        for_loop(lambda t: t, jnp.arange(3), pbar="yes")
