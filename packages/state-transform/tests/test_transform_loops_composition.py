@@ -9,7 +9,7 @@ from numpy.testing import assert_allclose
 import state_random
 from state_core import HiddenState, ParamState, State
 from state_core.filter import OfType
-from state_transform import fori_loop, for_loop, grad, jit, pmap2, scan, shard_map, vmap2, while_loop
+from state_transform import cond, fori_loop, for_loop, grad, jit, pmap2, scan, shard_map, vmap2, while_loop
 
 HIDDEN = OfType(HiddenState)
 
@@ -182,3 +182,58 @@ def test_while_loop_inside_jit_with_state_limit():
 def _double(x, n):
     x.value = x.value * 2
     return n + 1
+
+
+# ---------------------------------------------------------------- write-only states
+def test_write_only_state_in_vmap2_of_for_loop():
+    v = HiddenState(jnp.zeros((3, 4)), name="v")
+    spike = State(jnp.zeros((3, 4), bool), name="spike")  # written, never read
+
+    def step(t):
+        v.value = v.value + t
+        spike.value = v.value > 2.5
+        return spike.value.sum()
+
+    states = OfType(State)
+    sim = vmap2(lambda ts: for_loop(step, ts), in_axes=None, axis_size=3,
+                state_in_axes={0: states}, state_out_axes={0: states})
+    counts = sim(jnp.arange(4.0))
+    assert_allclose(counts, np.tile([0, 0, 4, 4], (3, 1)))
+    assert spike.value.shape == (3, 4) and bool(spike.value.all())
+
+
+def test_branch_only_write_passes_current_value_under_jit():
+    last = State(jnp.array(-1.0), name="last_spike")  # written in one branch, never read
+
+    def fire(t):
+        last.value = t
+
+    @jit
+    def step(p, t):
+        cond(p, fire, lambda t: None, t)
+
+    step(True, 3.0)
+    assert_allclose(last.value, 3.0)
+    last.value = jnp.array(7.0)
+    step(False, 5.0)
+    assert_allclose(last.value, 7.0)  # the untaken branch keeps today's value, not a traced-in constant
+
+    # inside a loop body: the state keeps the time of the last firing
+    last.value = jnp.array(-1.0)
+    for_loop(lambda t: cond(t % 3 == 0, fire, lambda t: None, t), jnp.arange(8.0))
+    assert_allclose(last.value, 6.0)
+
+
+def test_while_loop_zero_iterations_keeps_write_only_state_under_jit():
+    out = State(jnp.array(42.0), name="out")
+
+    def body(n):
+        out.value = n * 1.0
+        return n + 1
+
+    run = jit(lambda start: while_loop(lambda n: n < 3, body, start))
+    run(0)
+    assert_allclose(out.value, 2.0)
+    out.value = jnp.array(42.0)
+    run(5)
+    assert_allclose(out.value, 42.0)
