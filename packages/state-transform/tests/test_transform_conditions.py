@@ -108,8 +108,12 @@ def test_ifelse_first_true_else_last():
     for x in (-5.0, 0.5, 9.0):
         ifelse([x < 0, x < 1], branches, x)
     assert_allclose(hits.value, [1, 1, 1])
-    # both true: the first wins
-    assert_allclose(ifelse([True, True], branches[:2], 1.0), 1.0)
+    # brainstate's convention: one branch per condition, exactly one true (checked when concrete)
+    assert_allclose(ifelse([False, True], branches[:2], 1.0), 2.0)
+    with pytest.raises(ValueError, match="2 of the 2 conditions are true"):
+        ifelse([True, True], branches[:2], 1.0)
+    # without the check the first true condition wins
+    assert_allclose(ifelse([True, True], branches[:2], 1.0, check_cond=False), 1.0)
     with pytest.raises(ValueError, match="2 condition.*4 branch"):
         ifelse([True, False], branches + branches[:1], 1.0)
 

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from ._loop_program import LoopProgram, StatePlan, check_carry_avals, evaluator, run_program, state_outputs
-from ._traced_body import traced_body
+from ._traced_body import is_concrete, traced_body
 
 __all__ = ["cond", "switch", "ifelse"]
 
@@ -140,13 +140,19 @@ def switch(index: Any, branches: Sequence[Callable[..., Any]], *operands: Any) -
     return _run_branches("switch", index, branches, names, operands, "switch")
 
 
-def ifelse(conditions: Sequence[Any], branches: Sequence[Callable[..., Any]], *operands: Any) -> Any:
+def ifelse(
+    conditions: Sequence[Any], branches: Sequence[Callable[..., Any]], *operands: Any, check_cond: bool = True
+) -> Any:
     """Run the branch of the first true condition; the last branch if none holds.
 
     ``ifelse([x < 0, x < 1], [neg, small, large], x)`` reads as
     ``if x < 0: neg(x) elif x < 1: small(x) else: large(x)``. Pass as many
     branches as conditions (the last condition then acts as a final ``elif``
     whose branch also runs when nothing holds), or one more (an explicit ``else``).
+
+    With as many branches as conditions and ``check_cond=True`` (brainstate's
+    convention: the conditions are mutually exclusive), conditions known at
+    trace time must have exactly one true entry, else ``ValueError``.
 
     Example:
         >>> import jax.numpy as jnp
@@ -163,5 +169,12 @@ def ifelse(conditions: Sequence[Any], branches: Sequence[Callable[..., Any]], *o
         )
     for k, c in enumerate(conditions):
         _check_scalar(c, f"conditions[{k}]", "ifelse")
+    if check_cond and len(branches) == len(conditions) and all(map(is_concrete, conditions)):
+        n_true = sum(bool(c) for c in conditions)
+        if n_true != 1:
+            raise ValueError(
+                f"ifelse: {n_true} of the {len(conditions)} conditions are true, but with one branch "
+                "per condition exactly one must hold; add a final `else` branch or pass check_cond=False."
+            )
     names = [f"branches[{k}]" for k in range(len(branches))]
     return _run_branches("ifelse", tuple(conditions), branches, names, operands, "ifelse")

@@ -147,6 +147,7 @@ def scan(
     unroll: int | bool = 1,
     *,
     progress_bar: Any = None,
+    pbar: Any = None,
 ) -> tuple[Any, Any]:
     """``jax.lax.scan`` for a body that reads and writes States.
 
@@ -164,6 +165,7 @@ def scan(
         reverse: scan from the end of ``xs`` to the start.
         unroll: how many steps to unroll in the compiled loop (as ``jax.lax.scan``).
         progress_bar: ``True``, a refresh interval (int) or a ``ProgressBar``.
+        pbar: brainstate's name for ``progress_bar``.
 
     Raises:
         ValueError: the leading sizes of ``xs`` disagree, or a written state would
@@ -183,6 +185,7 @@ def scan(
         Array(6., dtype=float32)
     """
     n = _loop_length(xs, length, "scan")
+    progress_bar = pbar if progress_bar is None else progress_bar
     return _run_scan(f, "scan", init, xs, n, reverse, unroll, progress_bar, "scan")
 
 
@@ -247,11 +250,13 @@ def fori_loop(
     *,
     unroll: int | bool = 1,
     progress_bar: Any = None,
+    pbar: Any = None,
 ) -> Any:
     """``jax.lax.fori_loop`` for a body ``body_fun(i, carry) -> carry`` that reads and writes States.
 
     With bounds known at trace time the loop is a ``lax.scan`` (reverse-mode
     differentiable, progress bars allowed); with traced bounds a ``lax.while_loop``.
+    ``progress_bar`` (or brainstate's ``pbar``) is as in ``for_loop``.
 
     Example:
         >>> import jax.numpy as jnp
@@ -264,6 +269,7 @@ def fori_loop(
         >>> fori_loop(0, 5, body, 0.0), acc.value
         (Array(5., dtype=float32, weak_type=True), Array(10., dtype=float32))
     """
+    progress_bar = pbar if progress_bar is None else progress_bar
     lo, hi = _int_bound(lower), _int_bound(upper)
     if lo is not None and hi is not None:
         length = max(hi - lo, 0)
