@@ -47,3 +47,21 @@ def test_for_loop_matches_eager_steps_of_the_module():
     np.testing.assert_array_equal(
         np.asarray(jax.random.key_data(looped.rng.value)), np.asarray(jax.random.key_data(eager.rng.value))
     )
+
+
+GUIDE = pathlib.Path(__file__).resolve().parents[1] / "docs" / "guides" / "simulation-loops.md"
+
+
+def test_simulation_loops_guide_blocks_run(capsys):
+    import re
+
+    blocks = re.findall(r"```python\n(.*?)```", GUIDE.read_text(), flags=re.S)
+    assert len(blocks) >= 8
+    namespace: dict = {}
+    for block in blocks:
+        exec(compile(block, str(GUIDE), "exec"), namespace)
+    printed = capsys.readouterr().out
+    # what the guide says its prints show
+    for claim in ["(500,) (100,)", "[ 0.  1.  3.  6. 10.]", "(16, 200)", "7 128.0", "45.0", "True"]:
+        assert claim in printed
+    assert int(namespace["spikes"].value) == 2
