@@ -121,3 +121,51 @@ def test_value_and_grad_orders_like_jax():
     assert_allclose(v2, -1.0)
     assert_allclose(gs[0], [1.0, 1.0])
     assert_allclose(ga, [1.0, -2.0])
+
+
+# ---------------------------------------------------------------- jacobians and hessians
+def test_jacrev_jacfwd_wrt_states_and_args_match_jax():
+    from state_transform import jacfwd, jacrev
+
+    w = ParamState(jnp.array([1.0, 2.0, 3.0]), name="w")
+    calls = State(jnp.array(0), name="calls")
+    traces = []
+
+    def f(x):
+        traces.append(1)
+        calls.value = calls.value + 1
+        return jnp.tanh(w.value * x)
+
+    def pure(wv, x):
+        return jnp.tanh(wv * x)
+
+    x = jnp.array([0.5, -1.0, 2.0])
+    for transform, ref in ((jacrev, jax.jacrev), (jacfwd, jax.jacfwd)):
+        js, ja = transform(f, grad_states=w, argnums=0)(x)
+        assert_allclose(js, ref(pure, argnums=0)(w.value, x), rtol=1e-6)
+        assert_allclose(ja, ref(pure, argnums=1)(w.value, x), rtol=1e-6)
+        only_states = transform(f, grad_states={"w": w})(x)
+        assert_allclose(only_states["w"], ref(pure, argnums=0)(w.value, x), rtol=1e-6)
+    assert int(calls.value) == 4
+    jr = jacrev(f, grad_states=w)
+    jr(x)
+    jr(x + 1)
+    assert int(calls.value) == 6
+
+
+def test_hessian_wrt_state_and_args_with_value_and_aux():
+    from state_transform import hessian
+
+    w = ParamState(jnp.array([1.0, 2.0]), name="w")
+
+    def loss(x):
+        return jnp.sum(w.value**3 * x), w.value.sum()
+
+    h, value, aux = hessian(loss, grad_states=w, has_aux=True, return_value=True)(2.0)
+    assert_allclose(h, jnp.diag(6 * w.value * 2.0))
+    assert_allclose(value, 2.0 * 9.0)
+    assert_allclose(aux, 3.0)
+    hx = hessian(lambda x: jnp.sum(x**3) * w.value[0])(jnp.array([1.0, 2.0]))
+    assert_allclose(hx, jnp.diag(jnp.array([6.0, 12.0])))
+    with pytest.raises(TypeError, match="grad_states must be a State"):
+        hessian(loss, grad_states=[1.0])

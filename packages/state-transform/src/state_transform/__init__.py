@@ -31,7 +31,7 @@ from ._progress import ProgressBar
 from ._remat import RematFunction, checkpoint, remat
 from ._shard_map import ShardMapFunction, shard_map
 from ._traced_body import clear_control_flow_caches
-from ._value_and_grad import ValueAndGradFunction, value_and_grad
+from ._value_and_grad import JacobianFunction, ValueAndGradFunction, hessian, jacfwd, jacrev, value_and_grad
 from ._vmap import vmap2
 
 __all__ = [
@@ -61,6 +61,10 @@ __all__ = [
     "RematFunction",
     "value_and_grad",
     "ValueAndGradFunction",
+    "jacrev",
+    "jacfwd",
+    "hessian",
+    "JacobianFunction",
     "ProgressBar",
     "clear_control_flow_caches",
 ]

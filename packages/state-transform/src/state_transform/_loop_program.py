@@ -50,6 +50,10 @@ class StatePlan:
         self._pos.update({id(s): (False, k) for k, s in enumerate(invariant)})
         self.carried_avals: list[tuple] = []
 
+    def position(self, state: State) -> tuple[bool, int]:
+        """``(is_carried, index)`` of ``state`` in the carried or the invariant values."""
+        return self._pos[id(state)]
+
     def inputs_of(self, call: TracedCall) -> Callable[[Sequence[Any], Sequence[Any]], list]:
         """A function ``(carried values, invariant values) -> input state leaves of call``."""
         where = [self._pos[id(s)] for s in call.in_states]
