@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from ._loop_program import LoopProgram, StatePlan, check_carry_avals, evaluator, run_program, state_outputs
-from ._traced_body import is_concrete, traced_body
+from ._traced_body import is_concrete, signature_key, traced_body
 
 __all__ = ["cond", "switch", "ifelse"]
 
@@ -72,7 +72,9 @@ def _run_branches(kind: str, selector: Any, funs: Sequence[Callable], names: Seq
     def build(calls: Sequence[Any]) -> LoopProgram:
         return _branch_program(calls, kind, who)
 
-    return run_program(bodies, trace, (kind, len(bodies)), build, (selector, operands), who)
+    params = (kind, len(bodies))
+    key = signature_key(params, (selector, operands))
+    return run_program(bodies, trace, params, build, (selector, operands), who, key)
 
 
 def _check_scalar(x: Any, what: str, who: str) -> None:

@@ -7,7 +7,7 @@ first carry), states it only reads are passed once as loop invariants.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Hashable, Sequence
 
 import jax
 import jax.extend.core as jex_core
@@ -143,16 +143,23 @@ def run_program(
     build: Callable[[Sequence[TracedCall]], LoopProgram],
     args: Sequence[Any],
     who: str,
+    fast_key: Hashable | None = None,
 ) -> Any:
     """Trace (cached), build (cached), run once and write the carried states back.
 
     The program returns ``(result, new carried state values)``. Nothing is written
     if tracing, building or running raises. If a state changed shape or dtype since
     the body was traced, the traces are dropped and the body is traced again.
+    ``fast_key`` describes the call signature completely (argument structure,
+    shapes, dtypes and loop parameters): a repeated call finds its program by it.
     """
     for attempt in (0, 1):
-        calls = trace()
-        program = bodies[0].program(calls, params, lambda: build(calls))
+        program = bodies[0].fast_program(fast_key, bodies) if fast_key is not None else None
+        if program is None:
+            calls = trace()
+            program = bodies[0].program(calls, params, lambda: build(calls))
+            if fast_key is not None and all(c.cacheable for c in calls):
+                bodies[0].remember(fast_key, bodies, program)
         plan = program.plan
         carried = read_state_values(plan.carried)
         invariant = read_state_values(plan.invariant)

@@ -17,13 +17,30 @@ import numpy as np
 
 from ._loop_program import LoopProgram, StatePlan, check_carry_avals, evaluator, run_program, state_outputs
 from ._progress import ProgressBar, as_progress_bar, progress_reporter
-from ._traced_body import is_concrete, slice_spec, traced_body
+from ._traced_body import _CLEAR_HOOKS, _hashable, is_concrete, signature_key, slice_spec, traced_body
 
 __all__ = ["scan", "for_loop", "fori_loop", "while_loop", "map"]
 
 
 def _loop_length(xs: Any, length: int | None, who: str, what: str = "xs") -> int:
     """The number of steps: the common leading size of ``xs`` (and ``length`` if given)."""
+    shapes = [np.shape(leaf) for leaf in jax.tree.leaves(xs)]
+    if length is not None:
+        try:
+            length = operator.index(length)
+        except TypeError:
+            raise TypeError(f"{who}: length must be an int, got {type(length).__name__}.") from None
+        if length < 0:
+            raise ValueError(f"{who}: length must be >= 0, got {length}.")
+    sizes = {s[0] for s in shapes if s}
+    if length is not None:
+        sizes.add(length)
+    if len(sizes) == 1 and all(shapes):
+        return sizes.pop()
+    _raise_bad_lengths(xs, length, who, what)
+
+
+def _raise_bad_lengths(xs: Any, length: int | None, who: str, what: str) -> None:
     sizes = []
     for path, leaf in jax.tree.leaves_with_path(xs):
         shape = np.shape(leaf)
@@ -32,21 +49,12 @@ def _loop_length(xs: Any, length: int | None, who: str, what: str = "xs") -> int
                 f"{who}: every leaf of {what} needs a leading axis to loop over, but "
                 f"{what}{jax.tree_util.keystr(path)} is a scalar."
             )
-        sizes.append((jax.tree_util.keystr(path), shape[0]))
+        sizes.append(f"{what}{jax.tree_util.keystr(path)} has {shape[0]}")
     if length is not None:
-        try:
-            length = operator.index(length)
-        except TypeError:
-            raise TypeError(f"{who}: length must be an int, got {type(length).__name__}.") from None
-        if length < 0:
-            raise ValueError(f"{who}: length must be >= 0, got {length}.")
-        sizes.append(("length=", length))
+        sizes.append(f"length={length}")
     if not sizes:
         raise ValueError(f"{who}: pass {what} with a leading axis, or length=, to set the number of steps.")
-    if len({n for _, n in sizes}) > 1:
-        listed = ", ".join(f"{what}{p} has {n}" if p != "length=" else f"length={n}" for p, n in sizes)
-        raise ValueError(f"{who}: the leading axis sizes disagree ({listed}); make them equal.")
-    return sizes[0][1]
+    raise ValueError(f"{who}: the leading axis sizes disagree ({', '.join(sizes)}); make them equal.")
 
 
 def _check_unroll(unroll: Any, who: str) -> Any:
@@ -120,14 +128,14 @@ def _run_scan(f: Any, kind: str, init: Any, xs: Any, length: int, reverse: bool,
     body = traced_body(f, f"{who}: the body")
     bar = as_progress_bar(progress_bar, who)
     unroll = _check_unroll(unroll, who)
-    if kind == "scan":
-        spec = (init, jax.tree.map(slice_spec, xs))
-    elif kind == "for":
-        spec = tuple(jax.tree.map(slice_spec, x) for x in xs)
-    else:
-        spec = (jax.ShapeDtypeStruct((), jnp.int32), init)
 
     def trace() -> list:
+        if kind == "scan":
+            spec = (init, jax.tree.map(slice_spec, xs))
+        elif kind == "for":
+            spec = tuple(jax.tree.map(slice_spec, x) for x in xs)
+        else:
+            spec = (jax.ShapeDtypeStruct((), jnp.int32), init)
         return [body.sf.trace(*spec)]
 
     params = (kind, length, bool(reverse), unroll, id(bar) if bar is not None else None, lower)
@@ -135,7 +143,8 @@ def _run_scan(f: Any, kind: str, init: Any, xs: Any, length: int, reverse: bool,
     def build(calls: Sequence[Any]) -> LoopProgram:
         return _scan_program(calls, kind, length, reverse, unroll, bar, lower, who)
 
-    return run_program([body], trace, params, build, (init, xs), who)
+    # A ProgressBar is keyed by identity; the program holds it, so its id stays unique.
+    return run_program([body], trace, params, build, (init, xs), who, signature_key(params, (init, xs)))
 
 
 def scan(
@@ -290,7 +299,8 @@ def fori_loop(
         return _while_program(calls, "fori", "fori_loop")
 
     args = (init_val, jnp.asarray(lower, dtype), jnp.asarray(upper, dtype))
-    return run_program([body], trace, ("fori-while", dtype), build, args, "fori_loop")
+    params = ("fori-while", dtype)
+    return run_program([body], trace, params, build, args, "fori_loop", signature_key(params, args))
 
 
 def while_loop(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any], init_val: Any) -> Any:
@@ -334,7 +344,8 @@ def while_loop(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any], i
     def build(calls: Sequence[Any]) -> LoopProgram:
         return _while_program(calls, "while", who)
 
-    return run_program([body, cond_body], trace, ("while",), build, (init_val,), who)
+    key = signature_key("while", init_val)
+    return run_program([body, cond_body], trace, ("while",), build, (init_val,), who, key)
 
 
 def _while_program(calls: Sequence[Any], kind: str, who: str) -> LoopProgram:
@@ -415,11 +426,12 @@ def map(f: Callable[..., Any], *xs: Any, batch_size: int | None = None) -> Any:
 
 
 _BATCHED: dict[Any, Any] = {}
+_CLEAR_HOOKS.append(_BATCHED.clear)
 
 
 def _batched(f: Callable, vmap2: Callable) -> Callable:
     """``vmap2(f)``, kept per ``f`` so repeated ``map`` calls reuse one traced body."""
-    if getattr(type(f), "__hash__", None) is None:
+    if not _hashable(f):
         return vmap2(f)
     hit = _BATCHED.get(f)
     if hit is None:

@@ -9,7 +9,7 @@ import jax
 from state_core import unflatten_states
 
 from ._loop_program import LoopProgram, StatePlan, evaluator, run_program
-from ._traced_body import TracedBody
+from ._traced_body import TracedBody, signature_key
 
 __all__ = ["checkpoint", "remat", "RematFunction"]
 
@@ -62,7 +62,10 @@ class RematFunction:
         def trace() -> list:
             return [body.sf.trace(*args, **kwargs)]
 
-        return run_program([body], trace, ("remat",), self._build, (self._dynamic(args, kwargs),), "checkpoint")
+        leaves = self._dynamic(args, kwargs)
+        # Static arguments select the trace too, so only calls without them use the signature key.
+        key = None if self.static_argnums else signature_key("remat", (args, kwargs))
+        return run_program([body], trace, ("remat",), self._build, (leaves,), "checkpoint", key)
 
     def _build(self, calls: list) -> LoopProgram:
         (call,) = calls

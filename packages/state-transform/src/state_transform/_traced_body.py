@@ -14,7 +14,7 @@ from typing import Any, Callable, Hashable, Sequence
 
 import jax
 import jax.numpy as jnp
-from state_core import State, StatefulFunction, TracedCall, canonical_signature
+from state_core import State, StatefulFunction, TracedCall, canonical_signature, leaf_signature
 
 __all__ = [
     "TracedBody",
@@ -26,6 +26,7 @@ __all__ = [
     "aval_str",
     "match_weak_types",
     "is_concrete",
+    "signature_key",
 ]
 
 _MAX_BODIES = 256
@@ -37,12 +38,28 @@ _BODIES: OrderedDict[Any, "TracedBody"] = OrderedDict()
 class TracedBody:
     """A user function traced by a ``StatefulFunction`` plus the programs built on its traces."""
 
-    __slots__ = ("sf", "_programs", "_lock")
+    __slots__ = ("sf", "_programs", "_fast", "_lock")
 
     def __init__(self, fun: Callable[..., Any], name: str, static_argnums: tuple[int, ...] = ()) -> None:
         self.sf = StatefulFunction(fun, static_argnums, name=name)
         self._programs: OrderedDict[Hashable, tuple[tuple, Any]] = OrderedDict()
+        # Call signature -> (bodies, program): lets a repeated call skip tracing lookups.
+        self._fast: dict[Hashable, tuple[tuple, Any]] = {}
         self._lock = threading.Lock()
+
+    def fast_program(self, key: Hashable, bodies: Sequence["TracedBody"]) -> Any:
+        """The program stored for this call signature and these bodies, or None."""
+        hit = self._fast.get(key)
+        if hit is not None and len(hit[0]) == len(bodies) and all(a is b for a, b in zip(hit[0], bodies)):
+            return hit[1]
+        return None
+
+    def remember(self, key: Hashable, bodies: Sequence["TracedBody"], program: Any) -> None:
+        """Store ``program`` for a call signature (only programs free of outer tracers)."""
+        with self._lock:
+            if len(self._fast) >= _MAX_PROGRAMS:
+                self._fast.pop(next(iter(self._fast)))
+            self._fast[key] = (tuple(bodies), program)
 
     def program(self, calls: Sequence[TracedCall], params: Hashable, build: Callable[[], Any]) -> Any:
         """The program built by ``build`` for these traced calls and loop parameters (cached).
@@ -71,6 +88,7 @@ class TracedBody:
         self.sf.clear_cache()
         with self._lock:
             self._programs.clear()
+            self._fast.clear()
 
 
 def traced_body(fun: Callable[..., Any], what: str) -> TracedBody:
@@ -80,12 +98,14 @@ def traced_body(fun: Callable[..., Any], what: str) -> TracedBody:
     if isinstance(fun, State):
         raise TypeError(f"{what} must be a function, got the State {fun.describe()}.")
     name = getattr(fun, "__name__", None) or type(fun).__name__
-    if getattr(type(fun), "__hash__", None) is None:
+    if not _hashable(fun):
         return TracedBody(fun, name)  # unhashable callables are traced per call
+    body = _BODIES.get(fun)  # a plain dict read: no lock on the hot path (eviction is FIFO)
+    if body is not None:
+        return body
     with _LOCK:
         body = _BODIES.get(fun)
         if body is not None:
-            _BODIES.move_to_end(fun)
             return body
         body = TracedBody(fun, name)
         _BODIES[fun] = body
@@ -94,8 +114,19 @@ def traced_body(fun: Callable[..., Any], what: str) -> TracedBody:
     return body
 
 
+def _hashable(fun: Any) -> bool:
+    """True if ``fun`` can key the cache (a bound method hashes its owner too)."""
+    if getattr(type(fun), "__hash__", None) is None:
+        return False
+    owner = getattr(fun, "__self__", None)
+    return owner is None or getattr(type(owner), "__hash__", None) is not None
+
+
 def clear_control_flow_caches() -> None:
     """Forget every traced loop/branch body and compiled control-flow program.
+
+    The caches are bounded (the most recent 256 body functions), but they keep
+    those functions, and what they refer to, alive; call this to release them.
 
     Example:
         >>> from state_transform import clear_control_flow_caches
@@ -103,6 +134,17 @@ def clear_control_flow_caches() -> None:
     """
     with _LOCK:
         _BODIES.clear()
+    for hook in _CLEAR_HOOKS:
+        hook()
+
+
+_CLEAR_HOOKS: list[Callable[[], None]] = []
+
+
+def signature_key(params: Hashable, tree: Any) -> tuple:
+    """A hashable key describing ``tree``'s structure, shapes and dtypes, plus ``params``."""
+    leaves, treedef = jax.tree.flatten(tree)
+    return (params, treedef, *[leaf_signature(leaf) for leaf in leaves])
 
 
 def slice_spec(x: Any) -> jax.ShapeDtypeStruct:

@@ -10,7 +10,7 @@ from state_core import State, unflatten_states
 
 from ._grad import grad
 from ._loop_program import LoopProgram, StatePlan, evaluator, run_program
-from ._traced_body import TracedBody
+from ._traced_body import TracedBody, signature_key
 
 __all__ = ["value_and_grad", "ValueAndGradFunction", "jacrev", "jacfwd", "hessian", "JacobianFunction"]
 
@@ -132,7 +132,9 @@ class JacobianFunction:
         def trace() -> list:
             return [body.sf.trace(*args, **kwargs)]
 
-        return run_program([body], trace, (self.mode, len(args)), self._build, (args, kwargs), self.mode)
+        params = (self.mode, len(args))
+        key = signature_key(params, (args, kwargs))
+        return run_program([body], trace, params, self._build, (args, kwargs), self.mode, key)
 
     def _build(self, calls: list) -> LoopProgram:
         (call,) = calls
