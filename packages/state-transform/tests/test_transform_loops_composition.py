@@ -237,3 +237,44 @@ def test_while_loop_zero_iterations_keeps_write_only_state_under_jit():
     out.value = jnp.array(42.0)
     run(5)
     assert_allclose(out.value, 42.0)
+
+
+def test_jit_and_vmap2_called_inside_loop_bodies():
+    h = State(jnp.zeros(2), name="h")
+    inner = jit(lambda x: _add_to(h, x))
+    ys = for_loop(inner, jnp.ones((3, 2)))
+    assert_allclose(ys, [[1, 1], [2, 2], [3, 3]])
+    assert_allclose(h.value, [3.0, 3.0])
+
+
+def _add_to(state, x):
+    state.value = state.value + x
+    return state.value
+
+
+def test_concurrent_loops_from_threads():
+    import threading
+
+    states = [State(jnp.zeros(()), name=f"s{k}") for k in range(4)]
+    results = {}
+
+    def body_for(k):
+        def step(x):
+            states[k].value = states[k].value + x
+            return states[k].value
+
+        return step
+
+    def worker(k):
+        step = body_for(k)
+        for _ in range(3):
+            results[k] = for_loop(step, jnp.arange(4.0) * (k + 1))
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k in range(4):
+        assert_allclose(states[k].value, 3 * 6.0 * (k + 1))
+        assert not isinstance(states[k].value, jax.core.Tracer)
