@@ -109,3 +109,24 @@ def test_bad_progress_arguments():
         ProgressBar(freq=0)
     with pytest.raises(ValueError, match="progress_bar needs bounds known at trace time"):
         jit(lambda n: fori_loop(0, n, lambda i, c: c, 0.0, progress_bar=True))(3)
+
+
+def test_progress_bar_true_reuses_the_compiled_loop(reports, monkeypatch):
+    import state_transform._progress as progress
+
+    built = []
+    original = progress.progress_reporter
+    monkeypatch.setattr("state_transform._loops.progress_reporter",
+                        lambda spec, length: built.append(spec) or original(spec, length))
+    monkeypatch.setitem(progress._SHARED_BARS, None, ProgressBar(file=io.StringIO()))
+    v = State(jnp.zeros(()), name="v")
+
+    def step(t):
+        v.value = v.value + t
+        return t
+
+    for _ in range(3):
+        for_loop(step, jnp.arange(4.0), progress_bar=True)
+    jax.effects_barrier()
+    assert len(built) == 1  # one program for three calls
+    assert reports == [1, 2, 3, 4] * 3  # 4 steps: the default interval is max(1, 4 // 20) = 1

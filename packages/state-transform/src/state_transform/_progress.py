@@ -68,16 +68,25 @@ class ProgressBar:
         return f"ProgressBar(freq={self.freq}, desc={self.desc!r})"
 
 
+# Loop programs are cached per ProgressBar object, so ``progress_bar=True`` (or an int) must
+# map to the same object on every call, or each call would compile a new loop.
+_SHARED_BARS: dict[Any, ProgressBar] = {}
+
+
 def as_progress_bar(progress_bar: Any, what: str) -> ProgressBar | None:
     """Normalise a ``progress_bar=`` argument (``None``/``False``, ``True``, an int, a ``ProgressBar``)."""
     if progress_bar is None or progress_bar is False:
         return None
-    if progress_bar is True:
-        return ProgressBar()
     if isinstance(progress_bar, ProgressBar):
         return progress_bar
-    if isinstance(progress_bar, int) and progress_bar > 0:
-        return ProgressBar(freq=progress_bar)
+    if progress_bar is True or (isinstance(progress_bar, int) and progress_bar > 0):
+        freq = None if progress_bar is True else int(progress_bar)
+        bar = _SHARED_BARS.get(freq)
+        if bar is None:
+            if len(_SHARED_BARS) >= 64:
+                _SHARED_BARS.pop(next(iter(_SHARED_BARS)))
+            bar = _SHARED_BARS.setdefault(freq, ProgressBar(freq=freq))
+        return bar
     raise TypeError(
         f"{what}: progress_bar must be True/False/None, a positive int (refresh interval) or a "
         f"ProgressBar, got {progress_bar!r}."
