@@ -16,7 +16,6 @@ from state_core import (
     State,
     TracedCall,
     read_state_values,
-    unflatten_states,
     write_state_values,
 )
 
