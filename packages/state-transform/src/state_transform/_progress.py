@@ -28,7 +28,7 @@ class ProgressBar:
     Args:
         freq: steps between refreshes; ``None`` refreshes about ``count`` times per loop.
         desc: the bar's label.
-        count: the number of refreshes per loop when ``freq`` is ``None``.
+        count: the number of refreshes per loop when ``freq`` is ``None`` (``None``: 20).
         **tqdm_kwargs: passed to ``tqdm.tqdm`` (``leave``, ``file``, ``ncols``, ...).
 
     Example:
@@ -48,7 +48,10 @@ class ProgressBar:
 
     __module__ = "state_transform"
 
-    def __init__(self, freq: int | None = None, desc: str | None = None, count: int = 20, **tqdm_kwargs: Any) -> None:
+    def __init__(
+        self, freq: int | None = None, desc: str | None = None, count: int | None = 20, **tqdm_kwargs: Any
+    ) -> None:
+        count = 20 if count is None else count
         if freq is not None and (not isinstance(freq, int) or isinstance(freq, bool) or freq < 1):
             raise ValueError(f"ProgressBar: freq must be a positive int or None, got {freq!r}.")
         if not isinstance(count, int) or count < 1:
