@@ -169,3 +169,25 @@ def test_hessian_wrt_state_and_args_with_value_and_aux():
     assert_allclose(hx, jnp.diag(jnp.array([6.0, 12.0])))
     with pytest.raises(TypeError, match="grad_states must be a State"):
         hessian(loss, grad_states=[1.0])
+
+
+def test_checkpoint_as_method_decorator():
+    class Block:
+        def __init__(self, w):
+            self.w = ParamState(jnp.array(w), name="w")
+            self.calls = State(jnp.array(0), name="calls")
+            self.traces = 0
+
+        @checkpoint
+        def __call__(self, x):
+            self.traces += 1
+            self.calls.value = self.calls.value + 1
+            return jnp.sin(self.w.value * x)
+
+    a, b = Block(2.0), Block(3.0)
+    assert_allclose(a(1.0), jnp.sin(2.0), rtol=1e-6)
+    assert_allclose(b(1.0), jnp.sin(3.0), rtol=1e-6)
+    a(0.5)
+    assert a.traces == 1 and int(a.calls.value) == 2
+    g = grad(lambda x: a(b(x)), grad_states=a.w)(1.0)
+    assert_allclose(g, jnp.cos(2.0 * jnp.sin(3.0)) * jnp.sin(3.0), rtol=1e-5)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import types
+import weakref
 from typing import Any, Callable, Iterable
 
 import jax
@@ -48,7 +50,22 @@ class RematFunction:
         self.static_argnums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
         name = getattr(fun, "__name__", None) or type(fun).__name__
         self._body = TracedBody(fun, name, self.static_argnums)
+        self._bound: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         functools.update_wrapper(self, fun, updated=())
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        """Used as a method decorator: one ``RematFunction`` of the bound method per instance."""
+        if instance is None:
+            return self
+        if getattr(type(instance), "__hash__", None) is None or not hasattr(type(instance), "__weakref__"):
+            return RematFunction(types.MethodType(self.fun, instance), **self._options())
+        bound = self._bound.get(instance)
+        if bound is None:
+            bound = self._bound[instance] = RematFunction(types.MethodType(self.fun, instance), **self._options())
+        return bound
+
+    def _options(self) -> dict:
+        return dict(prevent_cse=self.prevent_cse, policy=self.policy, static_argnums=self.static_argnums)
 
     def _dynamic(self, args: tuple, kwargs: dict) -> list:
         n = len(args)
