@@ -250,9 +250,12 @@ class State(Generic[T]):
                     f"{self.describe()} was written inside a JAX transformation that is not "
                     "state-aware (for example the body of jax.lax.scan / jax.lax.cond, or a plain "
                     "jax.vmap / jax.checkpoint) nested in a state-aware one. The traced value "
-                    "would leak out of that transformation. Carry the value through the "
-                    "transformation's outputs (e.g. the scan carry) and write the state after it, "
-                    "or use the state-aware version of the transformation."
+                    "would leak out of that transformation. Use the state-aware version: "
+                    "state_transform.scan / for_loop / fori_loop / while_loop instead of "
+                    "jax.lax.scan / fori_loop / while_loop, state_transform.cond / switch instead "
+                    "of jax.lax.cond / switch, state_transform.checkpoint instead of "
+                    "jax.checkpoint, state_transform.vmap2 instead of jax.vmap; or carry the value "
+                    "through the transformation's outputs and write the state after it."
                 )
             for stack in stacks[self._level :]:
                 stack._on_write(self)
@@ -261,8 +264,9 @@ class State(Generic[T]):
                 f"{self.describe()} was assigned a JAX tracer outside any state-aware "
                 "transformation (for example inside a plain jax.jit, jax.vmap or jax.grad). "
                 "The traced value would leak out of that transformation. Use the state-aware "
-                "versions (state_transform.jit / vmap2 / grad) so the write is returned and "
-                "applied after the call, or return the value instead of storing it."
+                "versions (state_transform.jit / vmap2 / grad, and state_transform.scan / "
+                "for_loop / while_loop / cond / checkpoint for control flow) so the write is "
+                "returned and applied after the call, or return the value instead of storing it."
             )
         self._value = new_value
 

@@ -114,7 +114,13 @@ class StateTraceStack:
     def _on_write(self, state: State) -> None:
         key = id(state)
         if key not in self._index:
-            self._first_access(state)
+            inner = CTX.stacks[-1] if CTX.stacks else None
+            if inner is not None and inner is not self and inner._is_jaxpr_trace:
+                # Written inside a nested traced body (a loop step, a cond branch) that may
+                # run zero or many times: seen from this block it is a read-modify-write.
+                self._on_read(state)
+            else:
+                self._first_access(state)
         self._written.add(key)
 
     # -- queries ------------------------------------------------------------------------

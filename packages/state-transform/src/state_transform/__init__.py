@@ -20,12 +20,18 @@ Example:
 """
 
 from .__about__ import __version__
+from ._conditions import cond, ifelse, switch
 from ._grad import GradFunction, grad
 from ._jit import JittedFunction, jit
+from ._loops import for_loop, fori_loop, map, scan, while_loop
 from ._mapping import StatefulMapping
 from ._new_states import pmap2_new_states, vmap2_new_states
 from ._pmap import pmap2
+from ._progress import ProgressBar
+from ._remat import RematFunction, checkpoint, remat
 from ._shard_map import ShardMapFunction, shard_map
+from ._traced_body import clear_control_flow_caches
+from ._value_and_grad import JacobianFunction, ValueAndGradFunction, hessian, jacfwd, jacrev, value_and_grad
 from ._vmap import vmap2
 
 __all__ = [
@@ -41,4 +47,24 @@ __all__ = [
     "JittedFunction",
     "grad",
     "GradFunction",
+    # control flow
+    "scan",
+    "for_loop",
+    "fori_loop",
+    "while_loop",
+    "map",
+    "cond",
+    "switch",
+    "ifelse",
+    "checkpoint",
+    "remat",
+    "RematFunction",
+    "value_and_grad",
+    "ValueAndGradFunction",
+    "jacrev",
+    "jacfwd",
+    "hessian",
+    "JacobianFunction",
+    "ProgressBar",
+    "clear_control_flow_caches",
 ]

@@ -1,0 +1,182 @@
+"""State-aware conditionals: ``cond``, ``switch`` and ``ifelse``.
+
+Every branch is traced once per signature. The states written by any branch are
+outputs of the compiled ``lax.cond`` / ``lax.switch`` (a branch that does not
+write one passes its value through); states only read are inputs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+
+from ._loop_program import LoopProgram, StatePlan, check_carry_avals, evaluator, run_program, state_outputs
+from ._traced_body import is_concrete, signature_key, traced_body
+
+__all__ = ["cond", "switch", "ifelse"]
+
+
+def _check_same_outputs(calls: Sequence[Any], names: Sequence[str], who: str) -> None:
+    first = calls[0]
+    ref = [(s.shape, s.dtype) for s in jax.tree.leaves(first.out_shapes)]
+    for call, name in zip(calls[1:], names[1:]):
+        got = [(s.shape, s.dtype) for s in jax.tree.leaves(call.out_shapes)]
+        if call.out_treedef != first.out_treedef or got != ref:
+            raise TypeError(
+                f"{who}: every branch must return the same structure, shapes and dtypes, but "
+                f"{names[0]} returns {first.out_shapes} and {name} returns {call.out_shapes}."
+            )
+
+
+def _branch_program(calls: Sequence[Any], kind: str, who: str) -> LoopProgram:
+    plan = StatePlan(calls, calls)
+    runs = [evaluator(c) for c in calls]
+    gathers = [plan.inputs_of(c) for c in calls]
+
+    def branch(k: int) -> Callable[..., Any]:
+        call, run, gather = calls[k], runs[k], gathers[k]
+        n_out = call.n_out_leaves
+
+        def fn(carried: list, invariant: list, operands: tuple) -> tuple[Any, list]:
+            flat = run(*gather(carried, invariant), *jax.tree.leaves((operands, {})))
+            out = jax.tree.unflatten(call.out_treedef, flat[:n_out])
+            return out, state_outputs(plan, call, flat[n_out:], carried)
+
+        return fn
+
+    def program(carried: list, invariant: list, selector: Any, operands: tuple) -> tuple[Any, list]:
+        plan.check_stale(calls, carried, invariant)
+        check_carry_avals(plan, calls, carried, who)
+        fns = [branch(k) for k in range(len(calls))]
+        if kind == "cond":
+            return jax.lax.cond(selector, fns[0], fns[1], carried, invariant, operands)
+        if kind == "ifelse":
+            conds = jnp.stack([jnp.asarray(c, bool).reshape(()) for c in selector])
+            selector = jnp.where(conds.any(), jnp.argmax(conds), len(fns) - 1)
+        return jax.lax.switch(selector, fns, carried, invariant, operands)
+
+    return LoopProgram(jax.jit(program), plan, calls)
+
+
+def _run_branches(kind: str, selector: Any, funs: Sequence[Callable], names: Sequence[str],
+                  operands: tuple, who: str) -> Any:
+    bodies = [traced_body(f, f"{who}: {name}") for f, name in zip(funs, names)]
+
+    def trace() -> list:
+        calls = [b.sf.trace(*operands) for b in bodies]
+        _check_same_outputs(calls, names, who)
+        return calls
+
+    def build(calls: Sequence[Any]) -> LoopProgram:
+        return _branch_program(calls, kind, who)
+
+    params = (kind, len(bodies))
+    key = signature_key(params, (selector, operands))
+    return run_program(bodies, trace, params, build, (selector, operands), who, key)
+
+
+def _check_scalar(x: Any, what: str, who: str) -> None:
+    if jnp.ndim(x) != 0:
+        raise TypeError(f"{who}: {what} must be a scalar, got an array of shape {jnp.shape(x)}.")
+
+
+def cond(pred: Any, true_fun: Callable[..., Any], false_fun: Callable[..., Any], *operands: Any) -> Any:
+    """``jax.lax.cond`` for branches that read and write States.
+
+    Runs ``true_fun(*operands)`` if ``pred`` is true, else ``false_fun(*operands)``,
+    inside one compiled ``lax.cond``. States written by either branch are updated
+    (the branch that did not write a state leaves it as it was).
+
+    Raises:
+        TypeError: ``pred`` is not a scalar, or the branches' outputs differ.
+        ValueError: a branch writes a state with a new shape/dtype (the message names it).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from state_core import State
+        >>> from state_transform import cond
+        >>> hits, misses = State(jnp.array(0), name='hits'), State(jnp.array(0), name='misses')
+        >>> def hit(x):
+        ...     hits.value = hits.value + 1
+        ...     return x * 2
+        >>> def miss(x):
+        ...     misses.value = misses.value + 1
+        ...     return -x
+        >>> cond(True, hit, miss, 3.0), cond(False, hit, miss, 3.0)
+        (Array(6., dtype=float32, weak_type=True), Array(-3., dtype=float32, weak_type=True))
+        >>> int(hits.value), int(misses.value)
+        (1, 1)
+    """
+    _check_scalar(pred, "pred", "cond")
+    return _run_branches("cond", pred, (true_fun, false_fun), ("true_fun", "false_fun"), operands, "cond")
+
+
+def switch(index: Any, branches: Sequence[Callable[..., Any]], *operands: Any) -> Any:
+    """``jax.lax.switch`` for branches that read and write States.
+
+    Runs ``branches[index](*operands)`` (``index`` is clamped to the valid range,
+    as in ``jax.lax.switch``); the union of states the branches write is updated.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from state_core import State
+        >>> from state_transform import switch
+        >>> log = State(jnp.zeros(3), name='log')
+        >>> def branch(k):
+        ...     def f(x):
+        ...         log.value = log.value.at[k].add(x)
+        ...         return x + k
+        ...     return f
+        >>> switch(2, [branch(0), branch(1), branch(2)], 1.0)
+        Array(3., dtype=float32, weak_type=True)
+        >>> log.value
+        Array([0., 0., 1.], dtype=float32)
+    """
+    branches = list(branches)
+    if not branches:
+        raise ValueError("switch: branches must contain at least one function.")
+    _check_scalar(index, "index", "switch")
+    names = [f"branches[{k}]" for k in range(len(branches))]
+    return _run_branches("switch", index, branches, names, operands, "switch")
+
+
+def ifelse(
+    conditions: Sequence[Any], branches: Sequence[Callable[..., Any]], *operands: Any, check_cond: bool = True
+) -> Any:
+    """Run the branch of the first true condition; the last branch if none holds.
+
+    ``ifelse([x < 0, x < 1], [neg, small, large], x)`` reads as
+    ``if x < 0: neg(x) elif x < 1: small(x) else: large(x)``. Pass as many
+    branches as conditions (the last condition then acts as a final ``elif``
+    whose branch also runs when nothing holds), or one more (an explicit ``else``).
+
+    With as many branches as conditions and ``check_cond=True`` (brainstate's
+    convention: the conditions are mutually exclusive), conditions known at
+    trace time must have exactly one true entry, else ``ValueError``.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from state_transform import ifelse
+        >>> sign = lambda x: ifelse([x < 0, x == 0], [lambda v: -1, lambda v: 0, lambda v: 1], x)
+        >>> [int(sign(v)) for v in (-2.0, 0.0, 5.0)]
+        [-1, 0, 1]
+    """
+    conditions, branches = list(conditions), list(branches)
+    if not conditions or len(branches) not in (len(conditions), len(conditions) + 1):
+        raise ValueError(
+            f"ifelse: got {len(conditions)} condition(s) and {len(branches)} branch(es); pass one "
+            "branch per condition, optionally plus one final `else` branch."
+        )
+    for k, c in enumerate(conditions):
+        _check_scalar(c, f"conditions[{k}]", "ifelse")
+    if check_cond and len(branches) == len(conditions) and all(map(is_concrete, conditions)):
+        n_true = sum(bool(c) for c in conditions)
+        if n_true != 1:
+            raise ValueError(
+                f"ifelse: {n_true} of the {len(conditions)} conditions are true, but with one branch "
+                "per condition exactly one must hold; add a final `else` branch or pass check_cond=False."
+            )
+    names = [f"branches[{k}]" for k in range(len(branches))]
+    return _run_branches("ifelse", tuple(conditions), branches, names, operands, "ifelse")

@@ -1,0 +1,266 @@
+"""``value_and_grad``, ``jacrev``, ``jacfwd``, ``hessian`` w.r.t. States and/or arguments."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Sequence
+
+import jax
+from state_core import State, unflatten_states
+
+from ._grad import grad
+from ._loop_program import LoopProgram, StatePlan, evaluator, run_program
+from ._traced_body import TracedBody, signature_key
+
+__all__ = ["value_and_grad", "ValueAndGradFunction", "jacrev", "jacfwd", "hessian", "JacobianFunction"]
+
+
+class ValueAndGradFunction:
+    """The callable ``value_and_grad`` returns: ``(value, grads)`` or ``((value, aux), grads)``.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from state_core import ParamState
+        >>> from state_transform import ValueAndGradFunction
+        >>> w = ParamState(jnp.array(3.0))
+        >>> ValueAndGradFunction(lambda: w.value ** 2, grad_states=w)()
+        (Array(9., dtype=float32, weak_type=True), Array(6., dtype=float32, weak_type=True))
+    """
+
+    __module__ = "state_transform"
+
+    def __init__(
+        self,
+        fun: Callable[..., Any],
+        grad_states: Any = None,
+        argnums: int | Sequence[int] | None = None,
+        has_aux: bool = False,
+    ) -> None:
+        self.has_aux = has_aux
+        self._grad = grad(fun, grad_states=grad_states, argnums=argnums, has_aux=has_aux, return_value=True)
+        functools.update_wrapper(self, fun, updated=())
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.has_aux:
+            grads, value, aux = self._grad(*args, **kwargs)
+            return (value, aux), grads
+        grads, value = self._grad(*args, **kwargs)
+        return value, grads
+
+
+def value_and_grad(
+    fun: Callable[..., Any] | None = None,
+    grad_states: Any = None,
+    argnums: int | Sequence[int] | None = None,
+    has_aux: bool = False,
+) -> ValueAndGradFunction | Callable[[Callable[..., Any]], ValueAndGradFunction]:
+    """Like ``jax.value_and_grad``, with gradients w.r.t. States as in ``grad``.
+
+    Returns a function giving ``(value, grads)``, or ``((value, aux), grads)``
+    with ``has_aux=True`` (the order ``jax.value_and_grad`` uses; ``grad(...,
+    return_value=True)`` gives the same numbers as ``(grads, value)``). ``grads``
+    has the structure described in ``grad``. States that ``fun`` writes are updated.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from state_core import ParamState
+        >>> from state_transform import value_and_grad
+        >>> w = ParamState(jnp.array([1., 2.]), name='w')
+        >>> loss, g = value_and_grad(lambda x: jnp.sum(w.value * x), grad_states=[w])(jnp.array([3., 4.]))
+        >>> loss, g
+        (Array(11., dtype=float32), [Array([3., 4.], dtype=float32)])
+    """
+    if fun is None:
+        return functools.partial(value_and_grad, grad_states=grad_states, argnums=argnums, has_aux=has_aux)
+    return ValueAndGradFunction(fun, grad_states, argnums, has_aux)
+
+
+class JacobianFunction:
+    """The callable ``jacrev`` / ``jacfwd`` / ``hessian`` return.
+
+    Differentiates ``fun`` (which may read and write States) with respect to
+    ``grad_states`` and/or positional arguments ``argnums``, with the matching
+    ``jax`` transformation applied to the traced program. The result mirrors
+    ``grad``: state part, argument part, or ``(state part, argument part)``;
+    then ``value`` (if ``return_value``) and ``aux`` (if ``has_aux``).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from state_core import ParamState
+        >>> from state_transform import JacobianFunction
+        >>> w = ParamState(jnp.array([1., 2.]), name='w')
+        >>> JacobianFunction(lambda: w.value ** 2, grad_states=w, mode='rev')()
+        Array([[2., 0.],
+               [0., 4.]], dtype=float32)
+    """
+
+    __module__ = "state_transform"
+
+    _TRANSFORMS = {"rev": jax.jacrev, "fwd": jax.jacfwd, "hessian": jax.hessian}
+
+    def __init__(
+        self,
+        fun: Callable[..., Any],
+        grad_states: Any = None,
+        argnums: int | Sequence[int] | None = None,
+        has_aux: bool = False,
+        return_value: bool = False,
+        mode: str = "rev",
+    ) -> None:
+        if mode not in self._TRANSFORMS:
+            raise ValueError(f"mode must be one of {sorted(self._TRANSFORMS)}, got {mode!r}.")
+        states, self._state_treedef = jax.tree.flatten(grad_states, is_leaf=lambda x: isinstance(x, State))
+        for s in states:
+            if not isinstance(s, State):
+                raise TypeError(
+                    f"grad_states must be a State or a list/tuple/dict of States, but it contains a {type(s).__name__}."
+                )
+        if argnums is None and grad_states is None:
+            argnums = 0
+        self.grad_states = grad_states
+        self._states = states
+        self.argnums = argnums
+        self.has_aux = has_aux
+        self.return_value = return_value
+        self.mode = mode
+        self._body = TracedBody(fun, getattr(fun, "__name__", None) or type(fun).__name__)
+        functools.update_wrapper(self, fun, updated=())
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        body = self._body
+
+        def trace() -> list:
+            return [body.sf.trace(*args, **kwargs)]
+
+        params = (self.mode, len(args))
+        key = signature_key(params, (args, kwargs))
+        return run_program([body], trace, params, self._build, (args, kwargs), self.mode, key)
+
+    def _build(self, calls: list) -> LoopProgram:
+        (call,) = calls
+        plan = StatePlan([call], [call])
+        run = evaluator(call)
+        n_out = call.n_out_leaves
+        out_defs = [jax.tree.structure(s._value) for s in call.out_states]
+        where = {id(s): k for k, s in enumerate(call.in_states)}
+        positions = [plan.position(s) for s in call.in_states]
+        grad_at = [where.get(id(s)) for s in self._states]
+        argnums = self.argnums
+        arg_tuple = () if argnums is None else ((argnums,) if isinstance(argnums, int) else tuple(argnums))
+        has_aux, transform = self.has_aux, self._TRANSFORMS[self.mode]
+
+        def program(carried: list, invariant: list, args: tuple, kwargs: dict) -> tuple[Any, list]:
+            plan.check_stale([call], carried, invariant)
+            values = [carried[k] if c else invariant[k] for c, k in positions]
+            current = [values[k] if k is not None else s._value for k, s in zip(grad_at, self._states)]
+
+            def objective(g_values: list, d_args: tuple) -> tuple[Any, tuple]:
+                vals = list(values)
+                for k, v in zip(grad_at, g_values):
+                    if k is not None:
+                        vals[k] = v
+                full = list(args)
+                for i, a in zip(arg_tuple, d_args):
+                    full[i] = a
+                flat = run(*jax.tree.leaves(vals), *jax.tree.leaves((tuple(full), kwargs)))
+                out = jax.tree.unflatten(call.out_treedef, flat[:n_out])
+                value, aux = out if has_aux else (out, None)
+                return value, (value, aux, unflatten_states(out_defs, flat[n_out:]))
+
+            diff_args = tuple(args[i] for i in arg_tuple)
+            wrt = (0, 1) if (self.grad_states is not None and arg_tuple) else (0 if arg_tuple == () else 1)
+            derivative, (value, aux, written) = transform(objective, argnums=wrt, has_aux=True)(current, diff_args)
+            return self._assemble(derivative, value, aux), written
+
+        return LoopProgram(jax.jit(program), plan, calls)
+
+    def _assemble(self, derivative: Any, value: Any, aux: Any) -> Any:
+        single_arg = isinstance(self.argnums, int)
+        states_of = lambda leaves: jax.tree.unflatten(self._state_treedef, list(leaves))
+        if self.grad_states is not None and self.argnums is not None:
+            if self.mode == "hessian":
+                result = derivative  # the full block structure ((ss, sa), (as, aa))
+            else:
+                g_states, g_args = derivative
+                result = (states_of(g_states), g_args[0] if single_arg else tuple(g_args))
+        elif self.grad_states is not None:
+            if self.mode == "hessian":
+                result = states_of(states_of(row) for row in derivative)
+            else:
+                result = states_of(derivative)
+        else:
+            if self.mode == "hessian":
+                result = derivative[0][0] if single_arg else derivative
+            else:
+                result = derivative[0] if single_arg else tuple(derivative)
+        extra = ((value,) if self.return_value else ()) + ((aux,) if self.has_aux else ())
+        return (result, *extra) if extra else result
+
+
+def _jacobian_factory(mode: str, doc: str) -> Callable[..., Any]:
+    def make(
+        fun: Callable[..., Any] | None = None,
+        grad_states: Any = None,
+        argnums: int | Sequence[int] | None = None,
+        has_aux: bool = False,
+        return_value: bool = False,
+    ) -> Any:
+        if fun is None:
+            return functools.partial(
+                make, grad_states=grad_states, argnums=argnums, has_aux=has_aux, return_value=return_value
+            )
+        return JacobianFunction(fun, grad_states, argnums, has_aux, return_value, mode=mode)
+
+    make.__doc__ = doc
+    return make
+
+
+jacrev = _jacobian_factory(
+    "rev",
+    """Jacobian of ``fun`` w.r.t. ``grad_states`` and/or ``argnums`` by reverse mode (``jax.jacrev``).
+
+    Arguments and result layout as in ``grad`` (``fun`` may return any array,
+    not only a scalar). States that ``fun`` writes are updated.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from state_core import ParamState
+        >>> from state_transform import jacrev
+        >>> w = ParamState(jnp.array([1., 2.]), name='w')
+        >>> jacrev(lambda x: w.value * x, grad_states=w)(3.0)
+        Array([[3., 0.],
+               [0., 3.]], dtype=float32)
+    """,
+)
+jacrev.__name__ = jacrev.__qualname__ = "jacrev"
+
+jacfwd = _jacobian_factory(
+    "fwd",
+    """Jacobian of ``fun`` w.r.t. ``grad_states`` and/or ``argnums`` by forward mode (``jax.jacfwd``).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from state_core import ParamState
+        >>> from state_transform import jacfwd
+        >>> w = ParamState(jnp.array([1., 2.]), name='w')
+        >>> jacfwd(lambda x: jnp.sin(w.value) * x, argnums=0)(2.0)
+        Array([0.84147096, 0.9092974 ], dtype=float32)
+    """,
+)
+jacfwd.__name__ = jacfwd.__qualname__ = "jacfwd"
+
+hessian = _jacobian_factory(
+    "hessian",
+    """Hessian of a scalar ``fun`` w.r.t. ``grad_states`` and/or ``argnums`` (``jax.hessian``).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from state_core import ParamState
+        >>> from state_transform import hessian
+        >>> w = ParamState(jnp.array([1., 2.]), name='w')
+        >>> hessian(lambda: jnp.sum(w.value ** 3), grad_states=w)()
+        Array([[ 6.,  0.],
+               [ 0., 12.]], dtype=float32)
+    """,
+)
+hessian.__name__ = hessian.__qualname__ = "hessian"
