@@ -18,6 +18,7 @@ Example:
     Array([1., 2., 3.], dtype=float32)
 """
 
+from . import checkpoint
 from .__about__ import __version__
 from ._layers import Dropout, Linear, Sequential
 from ._map import Map
@@ -30,4 +31,5 @@ __all__ = [
     "Linear",
     "Dropout",
     "Sequential",
+    "checkpoint",
 ]
