@@ -1,5 +1,6 @@
 """state_nn.checkpoint: round trips, keys, DEFAULT, shardings, partial restore, errors, resumed training."""
 
+import gc
 import os
 import subprocess
 import sys
@@ -263,6 +264,8 @@ def test_extra_states_in_checkpoint_need_a_filter(ckpt):
     np.testing.assert_array_equal(a.value, [1.0, 1.0])
 
 
+# orbax leaves an asyncio callback behind when a read fails; it is reported at garbage collection.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_unreadable_checkpoint_leaves_target_untouched(ckpt):
     states = {"a": ParamState(jnp.ones(2)), "b": ParamState(jnp.ones(2))}
     checkpoint.save(ckpt, states, include_default=False)
@@ -277,6 +280,7 @@ def test_unreadable_checkpoint_leaves_target_untouched(ckpt):
         checkpoint.restore(ckpt, states)
     for s in states.values():
         np.testing.assert_array_equal(s.value, [7.0, 7.0])
+    gc.collect()  # report orbax's leftover callback here, under this test's filter
 
 
 def test_wrong_paths(ckpt, tmp_path):
@@ -397,22 +401,32 @@ def test_training_resumed_from_a_checkpoint_is_bit_identical(ckpt):
 
     state_random.seed(0)
     straight = _Trainer()
-    straight_losses = [np.asarray(straight.step(x, y)) for _ in range(8)]
+    for _ in range(3):
+        straight.step(x, y)
+    checkpoint.save(ckpt, straight.checkpoint_target(), metadata={"step": 3})
+    # the run that never stopped goes on
+    straight_losses = [np.asarray(straight.step(x, y)) for _ in range(4)]
     straight_key = state_random.get_key()
 
-    state_random.seed(0)
-    first = _Trainer()
-    resumed_losses = [np.asarray(first.step(x, y)) for _ in range(4)]
-    checkpoint.save(ckpt, first.checkpoint_target(), metadata={"step": 4})
-    del first
+    state_random.seed(123)  # a fresh process: other weights, another random stream
+    resumed = _Trainer()
+    assert checkpoint.restore(ckpt, resumed.checkpoint_target()) == {"step": 3}
+    resumed_losses = [np.asarray(resumed.step(x, y)) for _ in range(4)]
 
-    state_random.seed(123)  # a different process state: other weights, other stream
-    second = _Trainer()
-    assert checkpoint.restore(ckpt, second.checkpoint_target()) == {"step": 4}
-    resumed_losses += [np.asarray(second.step(x, y)) for _ in range(4)]
-
+    assert len(set(np.stack(straight_losses).tolist())) == 4  # dropout masks differ per step
     np.testing.assert_array_equal(np.stack(resumed_losses), np.stack(straight_losses))
     for path, state in straight.params.items():
-        np.testing.assert_array_equal(second.params[path].value, state.value)
-    jax.tree.map(np.testing.assert_array_equal, second.opt_state.value, straight.opt_state.value)
+        np.testing.assert_array_equal(resumed.params[path].value, state.value)
+    jax.tree.map(np.testing.assert_array_equal, resumed.opt_state.value, straight.opt_state.value)
     _keys_equal(state_random.get_key(), straight_key)  # DEFAULT, which Dropout draws from
+
+
+def test_restored_rng_without_default_diverges(ckpt):
+    """Why DEFAULT is saved: weights alone do not reproduce a stochastic model."""
+    model = state_nn.Sequential(state_nn.Linear(4, 8), state_nn.Dropout(0.5))
+    state_random.seed(0)
+    checkpoint.save(ckpt, model, include_default=False)
+    expected = model(jnp.ones((2, 4)))
+    state_random.seed(1)
+    checkpoint.restore(ckpt, model)
+    assert not np.array_equal(model(jnp.ones((2, 4))), expected)
