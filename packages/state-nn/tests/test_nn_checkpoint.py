@@ -430,3 +430,36 @@ def test_restored_rng_without_default_diverges(ckpt):
     state_random.seed(1)
     checkpoint.restore(ckpt, model)
     assert not np.array_equal(model(jnp.ones((2, 4))), expected)
+
+
+class _Member(state_nn.Module):
+    def init_state(self):
+        self.layer = state_nn.Linear(2, 3)
+        self.rng = RandomState(0)  # a per-member stream, split across members by Map
+
+
+@pytest.mark.parametrize("behavior", ["vmap", "pmap"])
+def test_map_ensemble_round_trip_keeps_the_member_placement(ckpt, behavior):
+    state_random.seed(0)
+    source = state_nn.Map(_Member(), init_map_size=8, behavior=behavior)
+    source.init_all_states()
+    checkpoint.save(ckpt, source)
+
+    state_random.seed(1)
+    target = state_nn.Map(_Member(), init_map_size=8, behavior=behavior)
+    target.init_all_states()
+    placement = {p: _sharding(s.value) for p, s in target.states().items()}
+    checkpoint.restore(ckpt, target)
+    assert list(target.states()) == [("module", "layer", "weight"), ("module", "layer", "bias"), ("module", "rng")]
+    for path, state in source.states().items():
+        restored = target.states()[path].value
+        assert _sharding(restored) == placement[path], path
+        if path[-1] == "rng":
+            assert restored.shape == (8,)
+            _keys_equal(restored, state.value)
+        else:
+            np.testing.assert_array_equal(restored, state.value)
+
+
+def _sharding(value):
+    return jax.random.key_data(value).sharding if jax.dtypes.issubdtype(value.dtype, jax.dtypes.prng_key) else value.sharding
