@@ -324,6 +324,8 @@ def test_bad_targets_and_arguments(ckpt):
         checkpoint.save(ckpt, {("a", 1): ParamState(jnp.ones(1))})
     with pytest.raises(TypeError, match=r"`metadata` must be JSON-serialisable"):
         checkpoint.save(ckpt, {"a": ParamState(jnp.ones(1))}, metadata={"x": object()})
+    with pytest.raises(TypeError, match=r"`metadata` must be a dict \(JSON-serialisable\), got list"):
+        checkpoint.save(ckpt, {"a": ParamState(jnp.ones(1))}, metadata=[1])
     with pytest.raises(TypeError, match=r"`include_default` must be a bool"):
         checkpoint.save(ckpt, {"a": ParamState(jnp.ones(1))}, include_default="yes")
     assert not os.path.exists(ckpt)  # nothing was written by a rejected call

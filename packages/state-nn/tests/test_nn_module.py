@@ -234,7 +234,7 @@ def test_init_state_creates_states_and_reset_assigns():
 def test_public_classes_live_in_state_nn():
     for name in ("Module", "Map", "Linear", "Dropout", "Sequential"):
         assert getattr(state_nn, name).__module__ == "state_nn"
-    assert set(state_nn.__all__) == {"__version__", "Module", "Map", "Linear", "Dropout", "Sequential"}
+    assert set(state_nn.__all__) == {"__version__", "Module", "Map", "Linear", "Dropout", "Sequential", "checkpoint"}
 
 
 def test_lower_layers_never_import_state_nn():

@@ -259,6 +259,8 @@ def save(
     directory = _resolve(path, fn)
     if not isinstance(include_default, bool):
         raise TypeError(f"{fn}: `include_default` must be a bool, got {type(include_default).__name__}.")
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise TypeError(f"{fn}: `metadata` must be a dict (JSON-serialisable), got {type(metadata).__name__}.")
     user_metadata = dict(metadata) if metadata is not None else {}
     try:
         json.dumps(user_metadata)
