@@ -22,7 +22,7 @@ import numpy as np
 import state_core
 import state_random
 from state_core import State, StateDict
-from state_core.filter import FilterLike, to_predicate
+from state_core.filter import FilterLike
 
 __all__ = ["save", "restore", "read_metadata", "DEFAULT_PATH", "FORMAT_VERSION"]
 
