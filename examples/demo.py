@@ -7,13 +7,17 @@ All four layers of the stack at work:
 * state_transform -- ``grad`` differentiates with respect to the member's
                      ParamStates, ``vmap2`` evaluates the trained ensemble on a grid;
 * state_nn        -- ``Map(behavior='pmap')`` places one member on each of the
-                     8 devices; ``Linear`` / ``Dropout`` build the members.
+                     8 devices; ``Linear`` / ``Dropout`` build the members;
+                     ``state_nn.checkpoint`` saves the ensemble half-way and
+                     resumes from the checkpoint, bit for bit.
 
 The task: regress y = sin(3x) + noise from 256 noisy samples. Each member sees
 its own bootstrap resample every step, so the ensemble's spread is an honest
-uncertainty estimate.
+uncertainty estimate. Half-way, the run is checkpointed (weights, Adam state
+and the random stream); after the last step the checkpoint is restored and the
+second half is trained again, which reproduces every loss exactly.
 
-    hatch run demo            # ~1 minute on 2 cores; writes examples/out/ensemble.png
+    hatch run demo            # writes examples/out/ensemble.png and examples/out/checkpoint/
 """
 
 from __future__ import annotations
@@ -34,14 +38,16 @@ from tqdm import tqdm  # noqa: E402
 
 import state_random  # noqa: E402
 from state_core import LongTermState, ParamState  # noqa: E402
-from state_nn import Dropout, Linear, Map, Module  # noqa: E402
+from state_nn import Dropout, Linear, Map, Module, checkpoint  # noqa: E402
 from state_transform import grad, vmap2  # noqa: E402
 
 MEMBERS = jax.local_device_count()
 HIDDEN = 32
 STEPS = 400
 SAMPLES = 256
+RESUME_AT = STEPS // 2
 OUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
+CHECKPOINT_DIR = os.path.join(OUT_DIR, "checkpoint")
 
 optimizer = optax.adam(1e-2)
 
@@ -55,10 +61,7 @@ class Member(Module):
         self.dropout = Dropout(0.1)
         self.middle = Linear(HIDDEN, HIDDEN)
         self.out = Linear(HIDDEN, 1)
-        self.opt_state = LongTermState(optimizer.init(self.param_values()))
-
-    def param_values(self) -> dict:
-        return {path: s.value for path, s in self.states(ParamState).items()}
+        self.opt_state = LongTermState(optimizer.init(self.states(ParamState).to_values()))
 
     def predict(self, x: jax.Array, deterministic: bool = True) -> jax.Array:
         h = jnp.tanh(self.hidden(x))
@@ -73,11 +76,11 @@ class Member(Module):
         # A fresh bootstrap resample for this member (its own random stream).
         idx = state_random.randint(0, x.shape[0], size=(x.shape[0],))
         xb, yb = x[idx], y[idx]
-        params = dict(self.states(ParamState))
+        params = self.states(ParamState)  # a StateDict: path -> ParamState
         grads, loss = grad(self.loss, grad_states=params, return_value=True)(xb, yb)
-        updates, self.opt_state.value = optimizer.update(grads, self.opt_state.value, self.param_values())
-        for path, state in params.items():
-            state.value = state.value + updates[path]
+        values = params.to_values()
+        updates, self.opt_state.value = optimizer.update(grads, self.opt_state.value, values)
+        params.assign_values(optax.apply_updates(values, updates))
         return loss
 
 
@@ -99,12 +102,16 @@ def main() -> int:
 
     losses = []
     step_times = []
-    for _ in tqdm(range(STEPS), desc="training", unit="step", file=sys.stdout, mininterval=1.0):
+    for step in tqdm(range(STEPS), desc="training", unit="step", file=sys.stdout, mininterval=1.0):
+        if step == RESUME_AT:
+            # Weights, Adam state and the random stream (state_random.DEFAULT) in one directory.
+            checkpoint.save(CHECKPOINT_DIR, ensemble, metadata={"step": step}, overwrite=True)
         start = time.perf_counter()
         loss = jax.block_until_ready(train(x, y))
         step_times.append(time.perf_counter() - start)
         losses.append(np.asarray(loss))
     losses = np.stack(losses)  # (steps, members)
+    final_weights = ensemble.states(ParamState).to_values()
 
     print(f"\ntime per step: {statistics.median(step_times[5:]) * 1e3:.2f} ms "
           f"(first step, including tracing and compilation: {step_times[0] * 1e3:.0f} ms)")
@@ -128,9 +135,27 @@ def main() -> int:
     print(f"ensemble-mean RMSE against sin(3x) on the grid: {rmse:.4f}")
     print(f"ensemble spread (mean std across members): {float(preds.std(0).mean()):.4f}")
 
+    resume_check(ensemble, train, x, y, losses, final_weights)
+
     path = save_plot(losses, np.asarray(grid)[:, 0], preds, truth, x, y)
     print(f"plot written to {path}")
     return 0
+
+
+def resume_check(ensemble, train, x, y, losses, final_weights) -> None:
+    """Restore the half-way checkpoint and train the second half again: it must match exactly."""
+    state_random.seed(12345)  # as if in a new process: the random stream is elsewhere
+    step = checkpoint.restore(CHECKPOINT_DIR, ensemble)["step"]
+    resumed = np.stack([np.asarray(train(x, y)) for _ in range(step, STEPS)])
+    weights = ensemble.states(ParamState).to_values()
+    same = np.array_equal(resumed, losses[step:]) and all(
+        np.array_equal(weights[path], value) for path, value in final_weights.items()
+    )
+    print(f"checkpoint saved at step {step} to {os.path.relpath(CHECKPOINT_DIR)}; resumed and trained "
+          f"steps {step}..{STEPS - 1} again: losses and weights "
+          + ("match the uninterrupted run bit for bit" if same else "DIFFER from the uninterrupted run"))
+    if not same:
+        raise SystemExit("resumed training diverged from the uninterrupted run")
 
 
 def save_plot(losses, grid, preds, truth, x, y) -> str:

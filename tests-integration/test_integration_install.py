@@ -39,6 +39,10 @@ DIRECT_DEPS = {
     "state-transform": {"state-core", "state-random"},
     "state-nn": {"state-core", "state-random", "state-transform"},
 }
+OPTIONAL_DEPS = {
+    "state-transform": ["tqdm<5,>=4.60; extra == 'progress'"],
+    "state-nn": ["orbax-checkpoint<0.13,>=0.11.17; extra == 'checkpoint'"],
+}
 SMOKE = {
     "state-core": (
         "import jax.numpy as jnp, state_core\n"
@@ -125,7 +129,10 @@ def test_wheel_contents_and_metadata(wheelhouse, dist):
     assert f"{name}/__init__.py" in names and f"{name}/__about__.py" in names
     assert not any("/tests/" in n or n.startswith("tests/") for n in names), "tests shipped in the wheel"
     requires = [line.split(":", 1)[1].strip() for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
-    requires = [r for r in requires if "extra ==" not in r]  # optional extras (e.g. tqdm) are not install deps
+    # Optional extras (state-nn[checkpoint] -> orbax-checkpoint) are not direct dependencies.
+    extras = sorted(r for r in requires if "extra ==" in r)
+    assert extras == OPTIONAL_DEPS.get(dist, []), f"{dist} optional Requires-Dist: {extras}"
+    requires = [r for r in requires if "extra ==" not in r]
     dep_names = {re.split(r"[\s<>=!~;\[(]", r, maxsplit=1)[0].lower().replace("_", "-") for r in requires}
     assert dep_names == DIRECT_DEPS[dist], f"{dist} Requires-Dist: {requires}"
     for r in requires:

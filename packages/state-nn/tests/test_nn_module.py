@@ -238,7 +238,7 @@ def test_public_classes_live_in_state_nn():
     }
     for name in names:
         assert getattr(state_nn, name).__module__ == "state_nn"
-    assert set(state_nn.__all__) == names | {"__version__"}
+    assert set(state_nn.__all__) == names | {"__version__", "checkpoint"}
 
 
 def test_lower_layers_never_import_state_nn():

@@ -20,6 +20,7 @@ Example:
     Array([1., 2., 3.], dtype=float32)
 """
 
+from . import checkpoint
 from .__about__ import __version__
 from ._layers import Dropout, Linear
 from ._map import Map
@@ -46,4 +47,5 @@ __all__ = [
     "Regularization",
     "L1Reg",
     "L2Reg",
+    "checkpoint",
 ]
