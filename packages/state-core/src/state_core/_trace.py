@@ -2,15 +2,59 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+import contextlib
+from typing import Any, Callable, Iterable, Iterator
 
-from ._context import CTX
-from ._jax_internals import current_trace, is_tracer
-from ._state import State
+from ._context import CTX, PRIVATE_LOCK, PRIVATE_THREADS
+from ._jax_internals import current_trace, is_eager, is_tracer
+from ._state import State, StateLeakError
 
 import jax
 
-__all__ = ["StateTraceStack", "catch_new_states", "NewStateCatcher", "active_trace_stacks"]
+__all__ = [
+    "StateTraceStack",
+    "catch_new_states",
+    "NewStateCatcher",
+    "active_trace_stacks",
+    "private_state_values",
+]
+
+
+@contextlib.contextmanager
+def private_state_values() -> Iterator[None]:
+    """For engines: values put into states in this block are seen only by this thread.
+
+    A tracing engine wraps the trace of a user function in this block. Every
+    ``state._value`` written inside it (the tracers of the trace, values restored
+    afterwards) goes to a per-thread overlay that is discarded at the end, so
+    other threads reading ``state.value`` meanwhile see the concrete value, never
+    a tracer. Engines must read what they need (written values) before the block
+    ends. Nested blocks share the outermost block's overlay.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from state_core import State
+        >>> from state_core._trace import private_state_values
+        >>> s = State(jnp.zeros(2))
+        >>> with private_state_values():
+        ...     s.restore_value(jnp.ones(2))   # a trace would put a tracer here
+        ...     float(s.value[0])
+        1.0
+        >>> float(s.value[0])                  # the concrete value was never touched
+        0.0
+    """
+    if CTX.overlay is not None:
+        yield
+        return
+    with PRIVATE_LOCK:
+        PRIVATE_THREADS[0] += 1
+    CTX.overlay = {}
+    try:
+        yield
+    finally:
+        CTX.overlay = None
+        with PRIVATE_LOCK:
+            PRIVATE_THREADS[0] -= 1
 
 
 def active_trace_stacks() -> int:
@@ -110,11 +154,29 @@ class StateTraceStack:
         else:
             self._read.add(key)
 
-    def _on_write(self, state: State) -> None:
+    def _on_write(self, state: State, checked: bool = False) -> None:
+        if not checked and self._jax_trace is not None and CTX.stacks[-1] is self:
+            self._check_write_trace(state)
         key = id(state)
         if key not in self._index:
             self._first_access(state)
         self._written.add(key)
+
+    def _check_write_trace(self, state: State) -> None:
+        # A write recorded here must happen in the JAX trace this block runs in. In a
+        # plain (not state-aware) transformation nested inside it, such as the body of
+        # jax.lax.scan, the new value is that transformation's tracer and would escape.
+        trace = current_trace()
+        if trace is not self._jax_trace and not is_eager():
+            raise StateLeakError(
+                f"{state.describe()} is written by a state-aware transformation (jit, vmap2, "
+                "grad, ...) called inside a JAX transformation that is not state-aware (the "
+                "body of jax.lax.scan / jax.lax.cond / jax.lax.while_loop, jax.checkpoint, a "
+                "plain jax.vmap ...) nested in a state-aware one; the new value would leak out "
+                "of it as a tracer. Use the state-aware version (state_transform.scan / "
+                "for_loop / cond / checkpoint) for the enclosing transformation, or carry the "
+                "value through its outputs and write the state after it."
+            )
 
     # -- queries ------------------------------------------------------------------------
     def __contains__(self, state: object) -> bool:
