@@ -125,6 +125,8 @@ class StateTraceStack:
         stacks.pop()
         self._active = False
         self._release_created_states(len(stacks))
+        if self._is_jaxpr_trace and isinstance(exc[1], jax.errors.TracerBoolConversionError):
+            self._explain_branch_on_state(exc[1])
 
     def _release_created_states(self, level: int) -> None:
         # States created inside this block now belong to the enclosing block.
@@ -137,6 +139,27 @@ class StateTraceStack:
             if parent is not None:
                 parent._created.append(state)
         self._created = []
+
+    def _explain_branch_on_state(self, err: BaseException) -> None:
+        # `if flag.value:` on a boolean state fails with JAX's generic message; name the
+        # state and the alternatives. (A traced flag cannot pick the Python branch: the
+        # program is compiled once and replayed for every later value of the flag.)
+        flags = [
+            s
+            for s in self.states
+            if any(is_tracer(x) and x.dtype == bool for x in jax.tree.leaves(s._value))
+        ]
+        if not flags:
+            return
+        names = ", ".join(s.describe() for s in flags)
+        where = f" ({self.name})" if self.name else ""
+        raise TypeError(
+            f"Python control flow (if / while / and / or / bool()) on the boolean value of "
+            f"{names} inside a traced function{where}: the value is traced, so Python cannot "
+            "branch on it. Branch inside the program with jax.lax.cond / state_transform.cond "
+            "(or jnp.where), or read the flag outside the transformed function and pass it as "
+            "a static argument."
+        ) from err
 
     # -- recording ------------------------------------------------------------------------
     def _first_access(self, state: State) -> None:
