@@ -110,8 +110,6 @@ class StatefulMapping(LaneProgramCalls, StatefulFunction):
     """
 
     __module__ = "state_transform"
-    # True for mappings that run a single time (vmap2_new_states): no jax.jit.
-    _one_shot = False
 
     def __init__(
         self,
@@ -459,9 +457,7 @@ class StatefulMapping(LaneProgramCalls, StatefulFunction):
             out, written, next_keys = mapped(state_values, *dyn_leaves)
             return out, written + next_keys + keys_after
 
-        if hasattr(mapped, "lower") or self._one_shot:
-            # Already compiled (jax.pmap, a jitted mapping), or run once (compiling would
-            # cost far more than executing the mapped program eagerly).
+        if hasattr(mapped, "lower"):  # already compiled: jax.pmap, or a jitted mapping
             return program
         return jax.jit(program)
 

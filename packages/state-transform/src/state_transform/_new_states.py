@@ -19,12 +19,7 @@ __all__ = ["vmap2_new_states", "pmap2_new_states"]
 
 
 class _NewStateMapping(StatefulMapping):
-    """A mapping whose output is the list of new state values, each on its own axis.
-
-    It runs once, so its mapped program is executed eagerly instead of compiled.
-    """
-
-    _one_shot = True
+    """A mapping whose output is the list of new state values, each on its own axis."""
 
     def __init__(self, init: Callable[[], Any], out_axes_of: Callable[[], list], **kwargs: Any) -> None:
         super().__init__(init, in_axes=(), **kwargs)
