@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import types
-from typing import Any, Callable, Hashable, Iterator
+from typing import Any, Callable, Iterator
 
 import jax
 import numpy as np
