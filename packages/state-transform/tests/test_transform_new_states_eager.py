@@ -7,7 +7,7 @@ import pytest
 from numpy.testing import assert_allclose
 
 import state_random
-from state_core import ParamState, ShortTermState, State
+from state_core import ParamState, ShortTermState, State, StateLeakError
 from state_transform import vmap2_new_states
 
 _COMPILES: list = []
@@ -114,3 +114,19 @@ def test_failing_init_leaves_existing_states_unchanged():
     with pytest.raises(RuntimeError, match="init failed"):
         vmap2_new_states(Bad(), axis_size=2)
     assert_allclose(kept.value, [1.0, 1.0])
+
+
+def test_inside_a_plain_jit_the_random_stream_never_holds_a_tracer():
+    # The eager path is only for eager calls: under a plain jax.jit the compiled
+    # mapping reports the leak and the stream keeps a concrete key.
+    state_random.seed(0)
+    layer = Layer()
+
+    def init_inside_jit():
+        vmap2_new_states(layer, {"n": 2}, axis_size=2)
+        return 0.0
+
+    with pytest.raises(StateLeakError, match="vmap2_new_states writes RandomState 'DEFAULT'"):
+        jax.jit(init_inside_jit)()
+    assert not isinstance(state_random.DEFAULT.value, jax.core.Tracer)
+    assert state_random.normal(size=(2,)).shape == (2,)

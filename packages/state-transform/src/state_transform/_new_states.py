@@ -7,7 +7,7 @@ from typing import Any, Callable, Dict, List
 import jax
 import jax.numpy as jnp
 from state_core import State, StateTraceStack, TracedCall, active_trace_stacks, catch_new_states, collect_states
-from state_core._jax_internals import is_batched
+from state_core._jax_internals import is_batched, is_eager
 from state_core._trace import private_state_values
 from state_random import is_random_state, is_single_key, split_for_lanes
 
@@ -68,7 +68,8 @@ def _map_new_states(
     if not isinstance(axis_size, int) or isinstance(axis_size, bool) or axis_size < 1:
         raise ValueError(f"{fn_name}: axis_size must be a positive int, got {axis_size!r}.")
     axes = normalize_state_axes(state_out_axes, "state_out_axes")
-    if fn_name == "vmap2_new_states" and not active_trace_stacks():
+    if fn_name == "vmap2_new_states" and not active_trace_stacks() and is_eager():
+        # Plain eager call: no outer trace whose values could leak into states.
         return _eager_vmap_new_states(module, init_kwargs, state_tag, axis_size, axes)
     caught: dict[str, Any] = {}
 
