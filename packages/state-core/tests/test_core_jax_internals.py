@@ -109,3 +109,17 @@ def test_array_impl_is_the_class_of_concrete_arrays():
 
     assert type(jnp.zeros(())) is ArrayImpl
     assert type(jnp.arange(3) + 1) is ArrayImpl
+
+
+def test_is_batched_tells_lane_varying_values_inside_vmap():
+    from state_core._jax_internals import is_batched
+
+    seen = []
+
+    def f(x, c):
+        seen.append((is_batched(x), is_batched(c), is_batched(x * 0 + 1), is_batched(jnp.zeros(2))))
+        return x
+
+    jax.vmap(f, in_axes=(0, None))(jnp.arange(3.0), 1.0)
+    assert seen == [(True, False, True, False)]
+    assert not is_batched(jnp.ones(2))

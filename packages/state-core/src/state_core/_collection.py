@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import types
-from typing import Any, Callable, Hashable, Iterator
+from typing import Any, Callable, Iterator
 
 import jax
 import numpy as np
@@ -128,15 +128,19 @@ jax.tree_util.register_pytree_with_keys(
 )
 
 
-def _children(obj: Any) -> Iterator[tuple[Hashable, Any]]:
+def _children(obj: Any, path: Path) -> Iterator[tuple[Path, Any]]:
+    """``(path, child)`` for the items of a container or the attributes of an object."""
     if isinstance(obj, dict):
-        yield from obj.items()
+        items: Any = obj.items()
     elif isinstance(obj, (list, tuple)):
-        yield from enumerate(obj)
+        items = enumerate(obj)
     else:
         attrs = getattr(obj, "__dict__", None)
-        if attrs is not None:
-            yield from attrs.items()
+        if attrs is None:
+            return
+        items = attrs.items()
+    for key, child in items:
+        yield path + (key,), child
 
 
 def collect_states(root: Any, *filters: FilterLike) -> StateDict:
@@ -145,7 +149,8 @@ def collect_states(root: Any, *filters: FilterLike) -> StateDict:
     Objects are entered through their attributes (definition order), lists and
     tuples through their indices, dicts through their keys. A state reachable by
     several paths is reported once, under the first path found. With ``filters``,
-    only the states matched by any of them are returned.
+    only the states matched by any of them are returned. The walk is iterative,
+    so arbitrarily deep graphs (a chain of thousands of modules) are fine.
 
     Example:
         >>> import jax.numpy as jnp
@@ -158,20 +163,24 @@ def collect_states(root: Any, *filters: FilterLike) -> StateDict:
     found = StateDict()
     seen_states: set[int] = set()
     visited: set[int] = set()
-
-    def visit(obj: Any, path: Path) -> None:
+    # Depth-first pre-order with an explicit stack of child iterators: the same
+    # order as a recursive walk, without Python's recursion limit.
+    pending: list[Iterator[tuple[Path, Any]]] = [iter((((), root),))]
+    while pending:
+        item = next(pending[-1], None)
+        if item is None:
+            pending.pop()
+            continue
+        path, obj = item
         if isinstance(obj, State):
             if id(obj) not in seen_states:
                 seen_states.add(id(obj))
                 found[path] = obj
-            return
+            continue
         if isinstance(obj, _OPAQUE) or id(obj) in visited:
-            return
+            continue
         visited.add(id(obj))
-        for key, child in _children(obj):
-            visit(child, path + (key,))
-
-    visit(root, ())
+        pending.append(_children(obj, path))
     return found.filter(*filters) if filters else found
 
 

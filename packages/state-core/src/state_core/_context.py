@@ -1,7 +1,7 @@
 """Thread-local bookkeeping shared by states and trace stacks.
 
-JAX traces are per thread, so the stack of active ``StateTraceStack`` objects
-and the strict-mode counter are too.
+JAX traces are per thread, so the stack of active ``StateTraceStack`` objects,
+the strict-mode counter and the values a trace puts into states are too.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 import threading
 from typing import Any
 
-__all__ = ["CTX", "user_call_site"]
+__all__ = ["CTX", "PRIVATE_THREADS", "PRIVATE_LOCK", "user_call_site"]
 
 
 class _Context(threading.local):
@@ -18,9 +18,18 @@ class _Context(threading.local):
         self.stacks: list[Any] = []  # active StateTraceStack objects, outermost first
         self.catchers: list[Any] = []  # active catch_new_states blocks
         self.strict: int = 0  # >0 inside ``strict_state_checks()``
+        # ``state -> value`` seen only by this thread while it traces (see
+        # ``_trace.private_state_values``); ``None`` when the thread is not tracing.
+        self.overlay: dict[Any, Any] | None = None
 
 
 CTX = _Context()
+
+# How many threads have an overlay right now. Reads and writes of ``State._value``
+# look at the (slower) thread-local overlay only when this is non-zero, so eager
+# code pays one list lookup. A thread's own increment is always visible to it.
+PRIVATE_THREADS = [0]
+PRIVATE_LOCK = threading.Lock()
 
 _SKIPPED_MODULES = ("state_core", "state_random", "state_transform", "state_nn", "jax", "contextlib")
 

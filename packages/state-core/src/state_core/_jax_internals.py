@@ -25,6 +25,16 @@ try:  # the location has been stable since the "stackless" rewrite of JAX (0.4.3
 except ImportError:  # pragma: no cover - exercised only on an incompatible JAX
     _source_info_util = None
 
+try:  # the trace that is current when nothing is being traced
+    from jax._src.core import EvalTrace as _EvalTrace
+except ImportError:  # pragma: no cover - exercised only on an incompatible JAX
+    _EvalTrace = None
+
+try:  # the tracer of jax.vmap, to tell values that vary across lanes
+    from jax._src.interpreters.batching import BatchTracer as _BatchTracer
+except ImportError:  # pragma: no cover - exercised only on an incompatible JAX
+    _BatchTracer = None
+
 try:  # the concrete array class, for a fast exact-type check on hot paths
     from jax._src.array import ArrayImpl
 except ImportError:  # pragma: no cover - exercised only on an incompatible JAX
@@ -33,7 +43,7 @@ except ImportError:  # pragma: no cover - exercised only on an incompatible JAX
         """Placeholder: nothing is an instance, so the generic (slower) paths are used."""
 
 
-__all__ = ["current_trace", "new_trace_input", "is_tracer", "ArrayImpl"]
+__all__ = ["current_trace", "new_trace_input", "is_tracer", "is_eager", "is_batched", "ArrayImpl"]
 
 _Tracer = jax.core.Tracer
 
@@ -58,3 +68,24 @@ def new_trace_input(trace: Any, aval: Any) -> Any:
 def is_tracer(x: Any) -> bool:
     """True when ``x`` is a JAX tracer (a value that only exists inside a transformation)."""
     return isinstance(x, _Tracer)
+
+
+def is_eager() -> bool:
+    """True when no JAX transformation is tracing in this thread (plain eager execution).
+
+    Every tracer seen while eager is stale: the transformation that made it has finished.
+    """
+    if _EvalTrace is None:  # pragma: no cover - exercised only on an incompatible JAX
+        return False  # cannot tell: never call a live tracer stale
+    return isinstance(current_trace(), _EvalTrace)
+
+
+def is_batched(x: Any) -> bool:
+    """Inside ``jax.vmap``: True when ``x`` varies across the lanes of the innermost vmap.
+
+    When JAX's batching internals cannot be inspected, every tracer counts as
+    varying (the safe answer).
+    """
+    if _BatchTracer is None:  # pragma: no cover - exercised only on an incompatible JAX
+        return is_tracer(x)
+    return isinstance(x, _BatchTracer) and x._trace is current_trace() and x.batch_dim is not None

@@ -9,9 +9,9 @@ from typing import Any, Generic, Iterable, Iterator, TypeVar
 import jax
 import numpy as np
 
-from ._context import CTX, user_call_site
+from ._context import CTX, PRIVATE_THREADS, user_call_site
 from ._errors import StateLeakError
-from ._jax_internals import current_trace, is_tracer
+from ._jax_internals import current_trace, is_eager, is_tracer
 from ._pretty import format_fields, format_value
 
 __all__ = [
@@ -95,6 +95,12 @@ def _contains_tracer(tree: Any) -> bool:
     return any(is_tracer(leaf) for leaf in jax.tree.leaves(tree))
 
 
+# ``_leaked_at`` of a state born holding tracers while its trace may still run:
+# reads check whether those tracers are stale (see ``State._check_leaked``).
+_WATCH = "<watched>"
+_ABSENT = object()
+
+
 class State(Generic[T]):
     """A named, mutable holder of a pytree of arrays that JAX transformations understand.
 
@@ -150,22 +156,24 @@ class State(Generic[T]):
             )
         if name is not None and not isinstance(name, str):
             raise TypeError(f"State name must be a str or None, got {type(name).__name__}.")
-        self._value = value
         self._name = name
         self._tags: frozenset[str] = _as_tags(tag)
         self.strict = bool(strict)
         self.metadata: dict[str, Any] = metadata
         stacks = CTX.stacks
+        traced = _contains_tracer(value)
+        # Even a tracer goes to the concrete slot: a new state has no earlier value to
+        # show other threads, and reading it outside its trace raises StateLeakError.
+        self.__dict__["_value"] = value
         # A state created inside a trace is local to it: only stacks opened later record it.
         self._level = len(stacks)
-        self._leaked_at: str | None = None
+        self._created_at: str | None = user_call_site() if (stacks or traced) else None
+        # A state born holding tracers belongs to the JAX trace that made them; once
+        # that trace is over its value is stale, which reads detect.
+        self._leaked_at: str | None = _WATCH if traced else None
         if stacks:
-            self._created_at: str | None = user_call_site()
             stacks[-1]._created.append(self)
-        else:
-            self._created_at = None
-        # A state born holding tracers belongs to the JAX trace that made those tracers.
-        self._born_traced = bool(stacks) or _contains_tracer(value)
+        self._born_traced = bool(stacks) or traced
         for catcher in CTX.catchers:
             catcher._add(self)
         self._source_info: Any = self._created_at or _creation_site()
@@ -223,21 +231,58 @@ class State(Generic[T]):
         return f"{kind} holding {self._aval_repr()}"
 
     # -- value ---------------------------------------------------------------------------
+    # ``_value`` is what every engine reads and writes. The concrete value lives in
+    # ``__dict__['_value']``; while a thread traces (``private_state_values``), the
+    # values it puts into states (tracers) go to that thread's overlay instead, so
+    # other threads keep seeing the concrete value.
+    def _get_private_or_concrete(self) -> Any:
+        if PRIVATE_THREADS[0]:
+            overlay = CTX.overlay
+            if overlay is not None:
+                value = overlay.get(self, _ABSENT)
+                if value is not _ABSENT:
+                    return value
+        try:
+            return self.__dict__["_value"]
+        except KeyError:
+            # A subclass may compute the value lazily in ``__getattr__`` (RandomState).
+            raise AttributeError(f"{self._short_description()} has no value.") from None
+
+    def _set_private_or_concrete(self, value: Any) -> None:
+        if PRIVATE_THREADS[0]:
+            overlay = CTX.overlay
+            if overlay is not None:
+                overlay[self] = value
+                return
+        self.__dict__["_value"] = value
+
+    _value = property(_get_private_or_concrete, _set_private_or_concrete)
+
+    def _short_description(self) -> str:
+        # Like ``describe()`` but never reads the value (which may be missing or stale).
+        kind = type(self).__name__
+        return f"{kind} '{self._name}'" if self._name else kind
+
     @property
     def value(self) -> T:
         """The current value; reading records the access on active trace stacks."""
         if self._leaked_at is not None:
-            self._raise_leaked()
+            self._check_leaked()
         stacks = CTX.stacks
         if len(stacks) > self._level:
             for stack in stacks[self._level :]:
                 stack._on_read(self)
-        return self._value
+        if PRIVATE_THREADS[0]:
+            return self._value
+        try:
+            return self.__dict__["_value"]
+        except KeyError:
+            return self._value  # lazily computed by a subclass
 
     @value.setter
     def value(self, new_value: T) -> None:
         if self._leaked_at is not None:
-            self._raise_leaked()
+            self._check_leaked()
         if isinstance(new_value, State):
             raise TypeError(
                 f"Cannot assign a State to {self.describe()}.value; assign `other.value` instead."
@@ -258,7 +303,7 @@ class State(Generic[T]):
                     "through the transformation's outputs and write the state after it."
                 )
             for stack in stacks[self._level :]:
-                stack._on_write(self)
+                stack._on_write(self, checked=True)
         elif not self._born_traced and _contains_tracer(new_value):
             raise StateLeakError(
                 f"{self.describe()} was assigned a JAX tracer outside any state-aware "
@@ -276,9 +321,19 @@ class State(Generic[T]):
         Transformations use this to put values back (for example after tracing or
         when an error undoes a call). Restoring a concrete value into a state that
         was created inside a finished trace makes it usable again.
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> from state_core import State
+            >>> s = State(jnp.zeros(2))
+            >>> s.restore_value(jnp.ones(2))
+            >>> s.value
+            Array([1., 1.], dtype=float32)
         """
-        if self._leaked_at is not None and (CTX.stacks or not _contains_tracer(value)):
-            self._leaked_at = None
+        if self._leaked_at is not None:
+            traced = _contains_tracer(value)
+            if CTX.stacks or not traced:
+                self._leaked_at = _WATCH if traced else None
         self._value = value
 
     def _check_write(self, new_value: Any) -> None:
@@ -304,11 +359,31 @@ class State(Generic[T]):
                         "Cast or reshape the value, or leave strict mode to allow the change."
                     )
 
-    def _raise_leaked(self) -> None:
+    def _check_leaked(self) -> None:
+        """Raise ``StateLeakError`` if this state's value is a tracer of a finished trace."""
+        where = self._leaked_at
+        if where is _WATCH:
+            overlay = CTX.overlay
+            value = overlay.get(self, _ABSENT) if overlay is not None else _ABSENT
+            if value is _ABSENT:
+                value = self.__dict__.get("_value", _ABSENT)
+            if value is _ABSENT:  # created by a trace of another thread, or of a finished one
+                self._raise_leaked(self._created_at or "<unknown location>")
+            leaves = jax.tree.leaves(value)
+            if not any(is_tracer(x) for x in leaves):
+                self._leaked_at = None  # it holds a concrete value now
+                return
+            if not is_eager():
+                return  # still inside a trace: its tracers may be alive
+            # Not remembered: another thread may still be tracing with this state.
+            where = self._created_at or "<unknown location>"
+        self._raise_leaked(where)
+
+    def _raise_leaked(self, where: str | None = None) -> None:
         raise StateLeakError(
-            f"{self.describe()} was created inside a traced function at {self._leaked_at} "
-            "and is used after that trace finished; its value is a stale tracer. Create "
-            "states outside transformed functions, or create them with "
+            f"{self._short_description()} was created inside a traced function at "
+            f"{where or self._leaked_at} and is used after that trace finished; its value is a "
+            "stale tracer. Create states outside transformed functions, or create them with "
             "state_transform.vmap2_new_states / catch_new_states and export their values."
         )
 

@@ -13,7 +13,7 @@ from ._context import CTX
 from ._jax_internals import ArrayImpl, current_trace, is_tracer, new_trace_input
 from ._state import State, StateLeakError, check_not_state
 from ._introspection import StatefulFunctionIntrospection
-from ._trace import StateTraceStack
+from ._trace import StateTraceStack, private_state_values
 
 __all__ = [
     "StatefulFunction",
@@ -329,13 +329,15 @@ class StatefulFunction(StatefulFunctionIntrospection):
             stack = StateTraceStack(self.name)
             stack._first_read_hook = first_read
             stack._is_jaxpr_trace = True
-            try:
-                with stack:
-                    out = self.fun(*args, **kwargs)
-                written = stack.get_write_states()
-                written_values = [s._value for s in written]
-            finally:
-                stack.restore_original_values()
+            # The tracers swapped into states are visible to this thread only.
+            with private_state_values():
+                try:
+                    with stack:
+                        out = self.fun(*args, **kwargs)
+                    written = stack.get_write_states()
+                    written_values = [s._value for s in written]
+                finally:
+                    stack.restore_original_values()
             check_not_state(out, f"The return value of {self.name}")
             box["stack"] = stack
             box["written"] = written

@@ -2,16 +2,61 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Sequence
+import contextlib
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from ._context import CTX
+from ._context import CTX, PRIVATE_LOCK, PRIVATE_THREADS
+from ._errors import StateLeakError
 from ._filter import FilterLike, to_predicate
-from ._jax_internals import current_trace, is_tracer
+from ._jax_internals import current_trace, is_eager, is_tracer
 from ._state import State
 
 import jax
 
-__all__ = ["StateTraceStack", "catch_new_states", "NewStateCatcher", "active_trace_stacks"]
+__all__ = [
+    "StateTraceStack",
+    "catch_new_states",
+    "NewStateCatcher",
+    "active_trace_stacks",
+    "private_state_values",
+]
+
+
+@contextlib.contextmanager
+def private_state_values() -> Iterator[None]:
+    """For engines: values put into states in this block are seen only by this thread.
+
+    A tracing engine wraps the trace of a user function in this block. Every
+    ``state._value`` written inside it (the tracers of the trace, values restored
+    afterwards) goes to a per-thread overlay that is discarded at the end, so
+    other threads reading ``state.value`` meanwhile see the concrete value, never
+    a tracer. Engines must read what they need (written values) before the block
+    ends. Nested blocks share the outermost block's overlay.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from state_core import State
+        >>> from state_core._trace import private_state_values
+        >>> s = State(jnp.zeros(2))
+        >>> with private_state_values():
+        ...     s.restore_value(jnp.ones(2))   # a trace would put a tracer here
+        ...     float(s.value[0])
+        1.0
+        >>> float(s.value[0])                  # the concrete value was never touched
+        0.0
+    """
+    if CTX.overlay is not None:
+        yield
+        return
+    with PRIVATE_LOCK:
+        PRIVATE_THREADS[0] += 1
+    CTX.overlay = {}
+    try:
+        yield
+    finally:
+        CTX.overlay = None
+        with PRIVATE_LOCK:
+            PRIVATE_THREADS[0] -= 1
 
 
 def active_trace_stacks() -> int:
@@ -82,6 +127,8 @@ class StateTraceStack:
         stacks.pop()
         self._active = False
         self._release_created_states(len(stacks))
+        if self._is_jaxpr_trace and isinstance(exc[1], jax.errors.TracerBoolConversionError):
+            self._explain_branch_on_state(exc[1])
 
     def _release_created_states(self, level: int) -> None:
         # States created inside this block now belong to the enclosing block.
@@ -94,6 +141,27 @@ class StateTraceStack:
             if parent is not None:
                 parent._created.append(state)
         self._created = []
+
+    def _explain_branch_on_state(self, err: BaseException) -> None:
+        # `if flag.value:` on a boolean state fails with JAX's generic message; name the
+        # state and the alternatives. (A traced flag cannot pick the Python branch: the
+        # program is compiled once and replayed for every later value of the flag.)
+        flags = [
+            s
+            for s in self.states
+            if any(is_tracer(x) and x.dtype == bool for x in jax.tree.leaves(s._value))
+        ]
+        if not flags:
+            return
+        names = ", ".join(s.describe() for s in flags)
+        where = f" ({self.name})" if self.name else ""
+        raise TypeError(
+            f"Python control flow (if / while / and / or / bool()) on the boolean value of "
+            f"{names} inside a traced function{where}: the value is traced, so Python cannot "
+            "branch on it. Branch inside the program with jax.lax.cond / state_transform.cond "
+            "(or jnp.where), or read the flag outside the transformed function and pass it as "
+            "a static argument."
+        ) from err
 
     # -- recording ------------------------------------------------------------------------
     def _first_access(self, state: State) -> None:
@@ -111,7 +179,9 @@ class StateTraceStack:
         else:
             self._read.add(key)
 
-    def _on_write(self, state: State) -> None:
+    def _on_write(self, state: State, checked: bool = False) -> None:
+        if not checked and self._jax_trace is not None and CTX.stacks[-1] is self:
+            self._check_write_trace(state)
         key = id(state)
         if key not in self._index:
             inner = CTX.stacks[-1] if CTX.stacks else None
@@ -122,6 +192,22 @@ class StateTraceStack:
             else:
                 self._first_access(state)
         self._written.add(key)
+
+    def _check_write_trace(self, state: State) -> None:
+        # A write recorded here must happen in the JAX trace this block runs in. In a
+        # plain (not state-aware) transformation nested inside it, such as the body of
+        # jax.lax.scan, the new value is that transformation's tracer and would escape.
+        trace = current_trace()
+        if trace is not self._jax_trace and not is_eager():
+            raise StateLeakError(
+                f"{state.describe()} is written by a state-aware transformation (jit, vmap2, "
+                "grad, ...) called inside a JAX transformation that is not state-aware (the "
+                "body of jax.lax.scan / jax.lax.cond / jax.lax.while_loop, jax.checkpoint, a "
+                "plain jax.vmap ...) nested in a state-aware one; the new value would leak out "
+                "of it as a tracer. Use the state-aware version (state_transform.scan / "
+                "for_loop / cond / checkpoint) for the enclosing transformation, or carry the "
+                "value through its outputs and write the state after it."
+            )
 
     # -- queries ------------------------------------------------------------------------
     def __contains__(self, state: object) -> bool:

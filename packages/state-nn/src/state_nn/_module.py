@@ -30,26 +30,26 @@ def _module_children(obj: Any, path: Path) -> Iterator[tuple[Path, Any]]:
 
 
 def _walk_modules(root: "Module") -> list[tuple[Path, "Module"]]:
-    """Every Module reachable from ``root`` (pre-order, deduplicated by identity)."""
+    """Every Module reachable from ``root`` (pre-order, deduplicated by identity).
+
+    Iterative (an explicit stack of child iterators) so that a chain of thousands
+    of nested modules does not hit Python's recursion limit.
+    """
     found: list[tuple[Path, Module]] = []
     seen: set[int] = set()
-
-    def visit(obj: Any, path: Path) -> None:
+    pending: list[Iterator[tuple[Path, Any]]] = [iter((((), root),))]
+    while pending:
+        item = next(pending[-1], None)
+        if item is None:
+            pending.pop()
+            continue
+        path, obj = item
+        if not isinstance(obj, (Module, list, tuple, dict)) or id(obj) in seen:
+            continue
+        seen.add(id(obj))
         if isinstance(obj, Module):
-            if id(obj) in seen:
-                return
-            seen.add(id(obj))
             found.append((path, obj))
-            for sub_path, child in _module_children(obj, path):
-                visit(child, sub_path)
-        elif isinstance(obj, (list, tuple, dict)):
-            if id(obj) in seen:
-                return
-            seen.add(id(obj))
-            for sub_path, child in _module_children(obj, path):
-                visit(child, sub_path)
-
-    visit(root, ())
+        pending.append(_module_children(obj, path))
     return found
 
 
@@ -61,26 +61,27 @@ def _hook_order(root: "Module", hook_owner: str) -> list["Module"]:
     but not entered, and the caller runs its own ``hook_owner`` instead.
     """
     order: list[Module] = []
-    seen: set[int] = set()
+    seen: set[int] = {id(root)}
     base = getattr(Module, hook_owner)
-
-    def visit(obj: Any, is_root: bool) -> None:
-        if isinstance(obj, Module):
-            if id(obj) in seen:
-                return
-            seen.add(id(obj))
-            if is_root or getattr(type(obj), hook_owner) is base:
-                for _, child in _module_children(obj, ()):
-                    visit(child, False)
-            order.append(obj)
-        elif isinstance(obj, (list, tuple, dict)):
-            if id(obj) in seen:
-                return
-            seen.add(id(obj))
-            for _, child in _module_children(obj, ()):
-                visit(child, False)
-
-    visit(root, True)
+    # Each frame is (object, its child iterator); a Module is listed when its
+    # frame is popped, i.e. after all its children: post-order without recursion.
+    pending: list[tuple[Any, Iterator[tuple[Path, Any]]]] = [(root, _module_children(root, ()))]
+    while pending:
+        owner, children = pending[-1]
+        item = next(children, None)
+        if item is None:
+            pending.pop()
+            if isinstance(owner, Module):
+                order.append(owner)
+            continue
+        obj = item[1]
+        if not isinstance(obj, (Module, list, tuple, dict)) or id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, Module) and getattr(type(obj), hook_owner) is not base:
+            order.append(obj)  # a self-contained unit (e.g. Map): listed, not entered
+        else:
+            pending.append((obj, _module_children(obj, ())))
     return order
 
 

@@ -15,6 +15,8 @@ __all__ = [
     "check_axis",
     "remove_axis",
     "format_sizes",
+    "check_out_axes",
+    "check_state_in_out_axes",
 ]
 
 StateAxes = Dict[Any, Filter]
@@ -141,3 +143,49 @@ def remove_axis(aval: Any, axis: int | None) -> Any:
 
 def format_sizes(sizes: Sequence[tuple[int, str]]) -> str:
     return "; ".join(f"{where}: {size}" for size, where in sizes)
+
+
+def check_out_axes(out_axes: Any, out_shapes: Any, name: str) -> None:
+    """Reject an ``out_axes`` entry that is out of range for the output it places.
+
+    ``out_shapes`` holds the per-lane output shapes; a mapped output has one more
+    dimension, so its axis must lie in ``[-(ndim + 1), ndim]``. A structure that
+    does not match is left for the mapping primitive to report.
+    """
+    pairs: list = []
+    try:
+        jax.tree_util.tree_map_with_path(
+            lambda at, ax, sub: pairs.append((at, ax, sub)), out_axes, out_shapes, is_leaf=lambda x: x is None
+        )
+    except ValueError:
+        return
+    for prefix, axis, sub in pairs:
+        if axis is None:
+            continue
+        for rest, leaf in jax.tree.leaves_with_path(sub):
+            path = tuple(prefix) + tuple(rest)
+            ndim = len(getattr(leaf, "shape", ())) + 1
+            if not isinstance(axis, int) or isinstance(axis, bool) or not -ndim <= axis < ndim:
+                where = f"output{jax.tree_util.keystr(path)}" if path else "the output"
+                raise ValueError(
+                    f"{name}: out_axes={out_axes!r} places {where} (per-lane shape "
+                    f"{tuple(leaf.shape)}) on axis {axis!r}, but the mapped value has {ndim} "
+                    f"dimension(s). Use an axis in [{-ndim}, {ndim - 1}] in out_axes."
+                )
+
+
+def check_state_in_out_axes(name: str, label: str, in_axis: Any, out_axis: Any, ndim: int) -> None:
+    """Reject a state read mapped on one axis and written back mapped on another.
+
+    ``in_axis`` is the (non-negative) axis from ``state_in_axes``; ``out_axis``
+    the entry from ``state_out_axes``; ``ndim`` the dimensions of the state's value.
+    Such a state would come back transposed, and change layout on every call.
+    """
+    if not isinstance(in_axis, int) or not isinstance(out_axis, int):
+        return
+    if in_axis % ndim != out_axis % ndim:
+        raise ValueError(
+            f"{name}: {label} is mapped on axis {in_axis} by state_in_axes but on axis "
+            f"{out_axis} by state_out_axes, so it would come back with its axes reordered. "
+            "Give it the same axis in state_in_axes and state_out_axes."
+        )

@@ -59,6 +59,15 @@ class GradFunction(StatefulFunction):
         functools.update_wrapper(self, fun, updated=())
 
     def _compile(self, entry: TracedCall) -> Callable[..., Any]:
+        returned = entry.out_shapes
+        if self.has_aux and not (isinstance(returned, (tuple, list)) and len(returned) == 2):
+            got = f"a {type(returned).__name__}"
+            if hasattr(returned, "shape"):
+                got = f"a single array of shape {tuple(returned.shape)}"
+            raise TypeError(
+                f"grad(has_aux=True) needs {self.name} to return a (value, aux) pair, but it "
+                f"returned {got}. Return `loss, aux`, or drop has_aux=True."
+            )
         run = jex_core.jaxpr_as_fun(entry.closed_jaxpr)
         n_out = entry.n_out_leaves
         out_treedef = entry.out_treedef

@@ -20,7 +20,16 @@ from state_core import (
 )
 from state_random import is_random_state, is_single_key, split_for_lanes
 
-from ._axes import check_axis, first_match, format_sizes, leaf_in_axes, normalize_state_axes, remove_axis
+from ._axes import (
+    check_axis,
+    check_out_axes,
+    check_state_in_out_axes,
+    first_match,
+    format_sizes,
+    leaf_in_axes,
+    normalize_state_axes,
+    remove_axis,
+)
 from ._dependence import varying_outputs
 from ._lanes import LaneProgramCalls, advance_keys, give_lanes_their_keys
 
@@ -294,6 +303,11 @@ class StatefulMapping(LaneProgramCalls, StatefulFunction):
             lane_written_mask.append(True)
             lane_written.append(state)
             lane_written_axes.append(self._out_axis(state, state_varies, paths))
+            if n:
+                ndim = max(1, jax.numpy.ndim(jax.tree.leaves(state._value)[0]))
+                label = self._state_label(state, paths)
+                check_state_in_out_axes(self.name, label, modes.get(id(state)), lane_written_axes[-1], ndim)
+        check_out_axes(self.out_axes, entry.out_shapes, self.name)
         extra["in_modes"] = in_modes
         extra["split_positions"] = [k for k, m in enumerate(in_modes) if m == _SPLIT]
         extra["lane_written_mask"] = lane_written_mask

@@ -5,7 +5,11 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List
 
 import jax
-from state_core import State, TracedCall, catch_new_states, collect_states
+import jax.numpy as jnp
+from state_core import State, StateTraceStack, TracedCall, active_trace_stacks, catch_new_states, collect_states
+from state_core._jax_internals import is_batched, is_eager
+from state_core._trace import private_state_values
+from state_random import is_random_state, is_single_key, split_for_lanes
 
 from ._axes import first_match, normalize_state_axes
 from ._mapping import StatefulMapping
@@ -64,6 +68,9 @@ def _map_new_states(
     if not isinstance(axis_size, int) or isinstance(axis_size, bool) or axis_size < 1:
         raise ValueError(f"{fn_name}: axis_size must be a positive int, got {axis_size!r}.")
     axes = normalize_state_axes(state_out_axes, "state_out_axes")
+    if fn_name == "vmap2_new_states" and not active_trace_stacks() and is_eager():
+        # Plain eager call: no outer trace whose values could leak into states.
+        return _eager_vmap_new_states(module, init_kwargs, state_tag, axis_size, axes)
     caught: dict[str, Any] = {}
 
     def init() -> list:
@@ -81,6 +88,88 @@ def _map_new_states(
     for state, axis, value in zip(caught["states"], caught["axes"], values):
         state.restore_value(value)
         groups.setdefault(axis, []).append(state)
+    return groups
+
+
+def _shared_value_error(state: State) -> ValueError:
+    return ValueError(
+        f"vmap2_new_states: {state.describe()} is declared shared (axis None) in "
+        "state_out_axes, but its initial value differs between copies (for example "
+        "it is drawn at random). Give it an int axis, or initialise it without "
+        "per-copy randomness."
+    )
+
+
+def _eager_vmap_new_states(
+    module: Any, init_kwargs: dict, state_tag: str | None, size: int, axes: dict
+) -> Dict[Any, List[State]]:
+    """``vmap2_new_states`` without compiling: the init runs once under an eager ``jax.vmap``.
+
+    Compiling a program that runs once costs far more than running it, and an eager
+    vmap reuses the executables JAX caches for library code (``jax.random`` ...), so a
+    second initialisation compiles nothing. Random keys follow the mapping rules: a
+    RandomState read during init is split into ``size + 1`` keys, lane ``i`` draws
+    from key ``1 + i`` and the state keeps the next key afterwards (also on failure).
+    """
+    split: list[tuple[State, Any]] = []
+    found: dict[str, Any] = {}
+
+    def lane_init(lane: Any) -> tuple[list, list]:
+        def first_read(state: State) -> Any:
+            value = state._value
+            if is_random_state(state) and is_single_key(value):
+                lane_keys, next_key = split_for_lanes(value, size)
+                split.append((state, next_key))
+                return lane_keys[lane]
+            return value  # read-only states are the same on every lane
+
+        stack = StateTraceStack("vmap2_new_states")
+        stack._first_read_hook = first_read
+        with private_state_values():
+            try:
+                with catch_new_states(state_tag) as catcher, stack:
+                    module.init_all_states(**init_kwargs)
+                split_ids = {id(s) for s, _ in split}
+                new = catcher.get_states()
+                written = [s for s in stack.get_write_states() if id(s) not in split_ids]
+                new_values = [s._value for s in new]
+                written_values = [s._value for s in written]
+            finally:
+                stack.restore_original_values()
+        found["new"], found["written"] = new, written
+        found["batched"] = [
+            [any(is_batched(x) for x in jax.tree.leaves(v)) for v in values]
+            for values in (new_values, written_values)
+        ]
+        return new_values, written_values
+
+    try:
+        new_values, written_values = jax.vmap(lane_init, axis_size=size)(jnp.arange(size))
+    finally:
+        for state, next_key in split:
+            state.restore_value(next_key)
+    new, written = found["new"], found["written"]
+    new_batched, written_batched = found["batched"]
+    paths = collect_states(module).paths_by_state()
+    groups: Dict[Any, List[State]] = {}
+    results = []
+    # Every output came back stacked on axis 0 (unbatched ones broadcast): move or
+    # unstack them as each state's axis says.
+    for state, value, batched in zip(new, new_values, new_batched):
+        axis = first_match(axes.items(), paths.get(id(state), ()), state, 0)
+        if axis is None:
+            if batched:
+                raise _shared_value_error(state)
+            value = jax.tree.map(lambda x: x[0], value)
+        elif axis != 0:
+            value = jax.tree.map(lambda x, a=axis: jnp.moveaxis(x, 0, a), value)
+        results.append((state, value))
+        groups.setdefault(axis, []).append(state)
+    for state, value, batched in zip(written, written_values, written_batched):
+        # A state that existed before init: stacked when it differs between copies.
+        results.append((state, value if batched else jax.tree.map(lambda x: x[0], value)))
+    for state, value in results:
+        state.restore_value(value)
     return groups
 
 

@@ -61,6 +61,16 @@ def pmap2(
             state_out_axes=state_out_axes,
             unexpected_out_state_mapping=unexpected_out_state_mapping,
         )
+    no_mapped_args = in_axes is None or (
+        isinstance(in_axes, (tuple, list)) and len(in_axes) > 0 and all(a is None for a in in_axes)
+    )
+    if no_mapped_args and state_in_axes is None:
+        # jax.pmap raises "pmap requires at least one argument with a mapped axis".
+        raise ValueError(
+            f"pmap2 requires at least one argument with a mapped axis: in_axes={in_axes!r} maps "
+            "no argument and state_in_axes maps no state (axis_size alone does not give the "
+            "devices any input). Map an argument with in_axes or a state with state_in_axes."
+        )
     mapping_kwargs: dict[str, Any] = {}
     if devices is not None:
         devices = list(devices)

@@ -148,9 +148,12 @@ class ShardMapFunction(LaneProgramCalls, StatefulFunction):
             entry = super()._trace(key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs)
             entry.extra.update(self._scratch)
             return entry
-        except Exception:
+        except Exception as err:
             split = self._scratch["split"]
             advance_keys(split, [st._value for st in split], self.mesh.size)
+            hint = _replicated_state_hint(err, self._scratch.get("undeclared", ()))
+            if hint is not None:
+                raise ValueError(f"{self.name}: {hint}") from err
             raise
         finally:
             self._scratch = outer
@@ -183,6 +186,8 @@ class ShardMapFunction(LaneProgramCalls, StatefulFunction):
             scratch["state_specs"][id(state)] = "split"
             scratch["split"].append(state)
             return super()._state_input_avals(state, value)
+        if spec is None:
+            scratch.setdefault("undeclared", []).append(state)
         spec = spec or _REPLICATED
         scratch["state_specs"][id(state)] = spec
         label = state.describe()
@@ -294,6 +299,23 @@ class ShardMapFunction(LaneProgramCalls, StatefulFunction):
                     values[k] = placed
                     state.restore_value(placed)
         return values, leaves
+
+
+def _replicated_state_hint(err: BaseException, undeclared: Any) -> str | None:
+    """Explain a shape clash caused by a state that is replicated because no spec names it."""
+    message = str(err)
+    if not isinstance(err, TypeError) or "incompatible shapes" not in message:
+        return None
+    for state in undeclared:
+        shapes = {str(tuple(getattr(x, "shape", ()))) for x in jax.tree.leaves(state._value)}
+        if any(shape in message for shape in shapes if shape != "()"):
+            return (
+                f"{state.describe()} is not named in state_in_specs, so every shard sees its "
+                f"whole value ({', '.join(sorted(shapes))}), which clashes with the per-shard "
+                f"data ({message.rstrip('.')}). Shard it like the data, e.g. "
+                "state_in_specs={state: P('x')}, or reshape the value."
+            )
+    return None
 
 
 def _put(value: Any, sharding: NamedSharding) -> Any:
