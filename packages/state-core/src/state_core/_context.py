@@ -10,7 +10,7 @@ import sys
 import threading
 from typing import Any
 
-__all__ = ["CTX", "user_call_site"]
+__all__ = ["CTX", "GENERATION", "user_call_site"]
 
 
 class _Context(threading.local):
@@ -21,6 +21,23 @@ class _Context(threading.local):
 
 
 CTX = _Context()
+
+
+class _Generation:
+    """How many States were ever created (process-wide).
+
+    Engines compare it with the value they saw when tracing: while it is
+    unchanged, no object graph can hold a State the trace did not see, so the
+    graph need not be walked again.
+    """
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0
+
+
+GENERATION = _Generation()
 
 _SKIPPED_MODULES = ("state_core", "state_random", "state_transform", "state_nn", "jax", "contextlib")
 

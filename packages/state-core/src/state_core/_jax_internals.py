@@ -25,6 +25,11 @@ try:  # the location has been stable since the "stackless" rewrite of JAX (0.4.3
 except ImportError:  # pragma: no cover - exercised only on an incompatible JAX
     _source_info_util = None
 
+try:  # JAX's traceback filtering: frames of registered paths are hidden from users
+    from jax._src import traceback_util as _traceback_util
+except ImportError:  # pragma: no cover - exercised only on an incompatible JAX
+    _traceback_util = None
+
 try:  # the concrete array class, for a fast exact-type check on hot paths
     from jax._src.array import ArrayImpl
 except ImportError:  # pragma: no cover - exercised only on an incompatible JAX
@@ -33,7 +38,7 @@ except ImportError:  # pragma: no cover - exercised only on an incompatible JAX
         """Placeholder: nothing is an instance, so the generic (slower) paths are used."""
 
 
-__all__ = ["current_trace", "new_trace_input", "is_tracer", "ArrayImpl"]
+__all__ = ["current_trace", "new_trace_input", "is_tracer", "ArrayImpl", "hide_library_frames", "api_boundary"]
 
 _Tracer = jax.core.Tracer
 
@@ -58,3 +63,27 @@ def new_trace_input(trace: Any, aval: Any) -> Any:
 def is_tracer(x: Any) -> bool:
     """True when ``x`` is a JAX tracer (a value that only exists inside a transformation)."""
     return isinstance(x, _Tracer)
+
+
+def hide_library_frames(module_file: str) -> None:
+    """Hide the frames of the package containing ``module_file`` from tracebacks of user errors.
+
+    JAX drops the frames of registered paths from the traceback it shows when an
+    exception crosses one of its API boundaries (see ``api_boundary``), so users
+    see their own code and not the engine's. ``JAX_TRACEBACK_FILTERING=off``
+    shows everything again.
+    """
+    if _traceback_util is None:  # pragma: no cover - incompatible JAX: show every frame
+        return
+    import os
+
+    path = os.path.dirname(os.path.abspath(module_file))
+    if path not in _traceback_util._exclude_paths:
+        _traceback_util.register_exclusion(path)
+
+
+def api_boundary(fun: Any) -> Any:
+    """Mark ``fun`` as a user-facing entry point: tracebacks of errors below it are filtered."""
+    if _traceback_util is None:  # pragma: no cover - incompatible JAX
+        return fun
+    return _traceback_util.api_boundary(fun)

@@ -8,7 +8,7 @@ from typing import Any, Generic, Iterable, Iterator, TypeVar
 import jax
 import numpy as np
 
-from ._context import CTX, user_call_site
+from ._context import CTX, GENERATION, user_call_site
 from ._jax_internals import current_trace, is_tracer
 from ._pretty import format_fields
 
@@ -116,6 +116,7 @@ class State(Generic[T]):
             raise TypeError(f"State name must be a str or None, got {type(name).__name__}.")
         self._value = value
         self._name = name
+        GENERATION.value += 1  # lets engines notice object graphs that gained new States
         if tag is None:
             self._tags: frozenset[str] = frozenset()
         elif isinstance(tag, str):

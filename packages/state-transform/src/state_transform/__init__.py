@@ -19,6 +19,9 @@ Example:
     Array([1., 2., 3., 4.], dtype=float32)
 """
 
+from state_core import clear_caches
+from state_core.engine import hide_library_frames
+
 from .__about__ import __version__
 from ._grad import GradFunction, grad
 from ._jit import JittedFunction, jit
@@ -41,4 +44,7 @@ __all__ = [
     "JittedFunction",
     "grad",
     "GradFunction",
+    "clear_caches",
 ]
+
+hide_library_frames(__file__)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List
 
 import jax
-from state_core import State, TracedCall, catch_new_states, collect_states
+from state_core import State, catch_new_states, collect_states
+from state_core.engine import TracedCall
 
 from ._axes import first_match, normalize_state_axes
 from ._mapping import StatefulMapping
@@ -23,7 +24,7 @@ class _NewStateMapping(StatefulMapping):
 
     def _compile(self, entry: TracedCall) -> Callable[..., Any]:
         self.out_axes, states = self._out_axes_of()
-        varying = entry.extra["out_varying"]
+        varying = entry.plan.out_varying
         i = 0
         for state, axis in zip(states, self.out_axes):
             n = jax.tree.structure(state._value).num_leaves
