@@ -6,6 +6,7 @@ import dataclasses
 import itertools
 import threading
 import warnings
+import weakref
 from typing import Any, Callable, Hashable, Iterable
 
 import jax
@@ -20,7 +21,7 @@ from ._lanes import advance_keys, give_lanes_their_keys
 
 __all__ = ["StatefulMapping"]
 
-_POLICIES = ("raise", "warn", "ignore")
+_POLICIES = ("raise", "warn", "ignore", "auto")
 _SPLIT = "split"  # mode of a RandomState whose single key is split into one key per lane
 
 
@@ -51,6 +52,7 @@ class _MappingTrace:
     size_used: int | None = None
     leaf_positions: list = dataclasses.field(default_factory=list)
     leaf_axes: list = dataclasses.field(default_factory=list)
+    arg_avals: list = dataclasses.field(default_factory=list)
 
     def restart(self, size_guess: int) -> None:
         """Forget the first trace before tracing again with the axis size now known."""
@@ -73,6 +75,8 @@ class MappingPlan:
         leaf_positions: the positional index of each dynamic leaf (None for keywords).
         mapped_inputs: whether any argument or state is mapped (else a lane index is).
         out_varying: per output leaf, whether it differs across lanes.
+        arg_avals: the (batched) abstract value of each dynamic argument leaf.
+        program: the mapped program before ``jax.jit`` (set when compiling).
     """
 
     axis_size: int
@@ -85,6 +89,8 @@ class MappingPlan:
     leaf_positions: list
     mapped_inputs: bool
     out_varying: list
+    arg_avals: list
+    program: Callable[..., Any] | None = None
 
 
 class StatefulMapping(StatefulFunction):
@@ -111,8 +117,11 @@ class StatefulMapping(StatefulFunction):
         unexpected_out_state_mapping: what to do with a written state that no
             ``state_out_axes`` entry covers and whose new value differs across
             lanes: ``'raise'`` (error naming the state), ``'warn'`` (warn, then
-            stack it on axis 0) or ``'ignore'`` (stack it on axis 0). A written
-            state whose new value is the same on every lane is written back as is.
+            stack it), ``'ignore'`` or ``'auto'`` (stack it silently; brainstate's
+            name). A stacked state goes out on the axis it came in on, else on axis
+            0, and later calls feed its stacked value per lane, so it keeps its
+            shape. A written state whose new value is the same on every lane is
+            written back as is.
         static_argnums, static_argnames: arguments that are compile-time constants.
         axis_size: the size of the mapped axis when no argument or state gives it.
         axis_name: the name of the mapped axis, for collectives such as ``psum``.
@@ -184,6 +193,8 @@ class StatefulMapping(StatefulFunction):
         # positional arguments to donate.
         self._device_limit: Callable[[], int] | None = None
         self._donate_positions: frozenset[int] = frozenset()
+        # Undeclared written states this mapping stacked on an axis: id -> (weakref, axis).
+        self._stacked: dict[int, tuple[Any, int]] = {}
 
     # ------------------------------------------------------------------ naming states
     def _state_label(self, state: State, paths: dict[int, tuple]) -> str:
@@ -194,6 +205,19 @@ class StatefulMapping(StatefulFunction):
 
     def _resolve_axis(self, state: State, axes: dict, paths: dict[int, tuple]) -> Any:
         return first_match(axes.items(), paths.get(id(state), ()), state, _UNDECLARED)
+
+    def _in_axis(self, state: State, value: Any, paths: dict[int, tuple]) -> Any:
+        """The axis ``state`` is mapped on the way in, including an axis this mapping stacked it on."""
+        axis = self._resolve_axis(state, self.state_in_axes, paths)
+        if axis is not _UNDECLARED:
+            return axis
+        stacked = self._stacked.get(id(state))
+        if stacked is None or stacked[0]() is not state:
+            return _UNDECLARED
+        leaves = jax.tree.leaves(value)
+        if not leaves or stacked[1] >= len(jax.numpy.shape(leaves[0])):
+            return _UNDECLARED  # the user reset it to an unstacked value
+        return stacked[1]
 
     # ------------------------------------------------------------------ tracing hooks
     def _new_trace_context(self) -> _MappingTrace:
@@ -241,7 +265,7 @@ class StatefulMapping(StatefulFunction):
     def _known_state_size(self, ctx: _MappingTrace) -> int | None:
         """The mapped size of the first mapped state reachable from the mapped object, if any."""
         for state in states_of_callable(self.origin_fun).values():
-            axis = self._resolve_axis(state, self.state_in_axes, ctx.paths)
+            axis = self._in_axis(state, state._value, ctx.paths)
             if isinstance(axis, int) and not isinstance(axis, bool):
                 leaves = jax.tree.leaves(state._value)
                 if leaves and -len(jax.numpy.shape(leaves[0])) <= axis < len(jax.numpy.shape(leaves[0])):
@@ -260,6 +284,7 @@ class StatefulMapping(StatefulFunction):
         checked_axes = []
         for leaf, axis, label in zip(leaves, axes, labels):
             aval = jax.typeof(leaf)
+            ctx.arg_avals.append(jax.core.ShapedArray(aval.shape, aval.dtype, weak_type=aval.weak_type))
             axis = check_axis(axis, len(aval.shape), label, aval.shape)
             if axis is not None:
                 ctx.sizes.append((aval.shape[axis], label))
@@ -270,7 +295,7 @@ class StatefulMapping(StatefulFunction):
 
     def _state_input_avals(self, ctx: _MappingTrace, state: State, value: Any) -> Any:
         paths = ctx.paths
-        axis = self._resolve_axis(state, self.state_in_axes, paths)
+        axis = self._in_axis(state, value, paths)
         if axis is not None and is_random_state(state) and is_single_key(value):
             # One key for the whole call: give every lane its own key (an explicit
             # None in state_in_axes instead broadcasts the same key to all lanes).
@@ -322,7 +347,7 @@ class StatefulMapping(StatefulFunction):
                 continue
             lane_written_mask.append(True)
             lane_written.append(state)
-            lane_written_axes.append(self._out_axis(state, state_varies, paths))
+            lane_written_axes.append(self._out_axis(state, state_varies, paths, modes.get(id(state))))
         entry.plan = MappingPlan(
             axis_size=size,
             axis_name=axis_name,
@@ -334,6 +359,7 @@ class StatefulMapping(StatefulFunction):
             leaf_positions=list(ctx.leaf_positions),
             mapped_inputs=bool(ctx.sizes),
             out_varying=varying[: entry.n_out_leaves],
+            arg_avals=list(ctx.arg_avals),
         )
         entry.write_back = lane_written + split_states
         if split_positions:
@@ -373,7 +399,7 @@ class StatefulMapping(StatefulFunction):
             )
         return size
 
-    def _out_axis(self, state: State, varies: bool, paths: dict[int, tuple]) -> Any:
+    def _out_axis(self, state: State, varies: bool, paths: dict[int, tuple], in_mode: Any = None) -> Any:
         axis = self._resolve_axis(state, self.state_out_axes, paths)
         label = self._state_label(state, paths)
         if axis is not _UNDECLARED:
@@ -387,18 +413,30 @@ class StatefulMapping(StatefulFunction):
         if not varies:
             return None
         policy = self.unexpected_out_state_mapping
+        # A state that came in mapped goes out on the same axis; otherwise axis 0.
+        axis = in_mode if isinstance(in_mode, int) else 0
+        fix = f"state_out_axes={{{axis}: {type(state).__name__}}}"
         message = (
             f"{self.name}: {label} is written with a value that differs across the mapped axis, "
             "but no state_out_axes entry covers it"
         )
         if policy == "raise":
             raise ValueError(
-                message + ". Add it to state_out_axes (e.g. {0: OfType(...)}), or pass "
-                "unexpected_out_state_mapping='ignore' to stack it on axis 0."
+                f"{message}. Declare it, e.g. {fix} or {{{axis}: OfType({type(state).__name__})}}, "
+                f"or pass unexpected_out_state_mapping='auto' to stack it on axis {axis}."
             )
         if policy == "warn":
-            warnings.warn(message + "; it is stacked on axis 0.", UserWarning, stacklevel=5)
-        return 0
+            warnings.warn(
+                f"{message}; it is stacked on axis {axis}. To declare it (and silence this "
+                f"warning), add an entry such as {{{axis}: OfType({type(state).__name__})}} to "
+                "state_out_axes.",
+                UserWarning,
+                stacklevel=5,
+            )
+        # Remember the decision: on later calls the now-stacked value is fed per lane,
+        # so a read-modify-write state does not gain an axis on every call.
+        self._stacked[id(state)] = (weakref.ref(state), axis)
+        return axis
 
     # ------------------------------------------------------------------ compiling
     def _compile(self, entry: TracedCall) -> Callable[..., Any]:
@@ -476,9 +514,45 @@ class StatefulMapping(StatefulFunction):
             out, written, next_keys = mapped(state_values, *dyn_leaves)
             return out, written + next_keys + keys_after
 
+        plan.program = program
         if hasattr(mapped, "lower"):  # already compiled: jax.pmap, or a jitted mapping
             return program
         return jax.jit(program)
+
+    # ------------------------------------------------------------------ introspection
+    def get_jaxpr_by_cache(self, key: Hashable) -> Any:
+        """The MAPPED program traced for ``key``: batched arguments first, then the state values.
+
+        Its outputs are the mapped return value and the new values of the written
+        states (per-lane jaxpr: ``get_traced_call(key).closed_jaxpr``).
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> from state_core import State
+            >>> from state_transform import vmap2
+            >>> s = State(jnp.array(1.0))
+            >>> f = vmap2(lambda x: x + s.value)
+            >>> x = jnp.array([1.0, 2.0])
+            >>> _ = f(x)
+            >>> str(f.get_jaxpr_by_cache(f.get_arg_cache_key(x))).startswith('{ lambda ; a:f32[2] b:f32[].')
+            True
+        """
+        entry = self._entry(key)
+        plan: MappingPlan = entry.plan
+        n_dyn = len(plan.arg_avals)
+        state_defs = [jax.tree.structure(s._value) for s in entry.in_states]
+        state_avals = [
+            jax.core.ShapedArray(shape, dtype, weak_type=weak)
+            for sigs in entry.in_state_avals
+            for shape, dtype, weak in sigs
+        ]
+
+        def mapped(*flat: Any) -> tuple[Any, list]:
+            values = unflatten_states(state_defs, flat[n_dyn:])
+            rw, ro = entry.split_values(values)
+            return plan.program(rw, ro, *flat[:n_dyn])
+
+        return jax.make_jaxpr(mapped)(*plan.arg_avals, *state_avals)
 
     def __repr__(self) -> str:
         return (
