@@ -35,6 +35,7 @@ __all__ = [
     "read_state_values",
     "write_state_values",
     "replay",
+    "merger",
     "may_fail_at_run_time",
 ]
 
@@ -199,18 +200,32 @@ class TracedCall:
 
     def merge_values(self, rw: Sequence[Any], ro: Sequence[Any]) -> list:
         """Inverse of ``split_values``: one value per input state, in ``in_states`` order."""
-        merged: list[Any] = [None] * (len(rw) + len(ro))
-        for i, v in zip(self.rw_index, rw):
-            merged[i] = v
-        for i, v in zip(self.ro_index, ro):
-            merged[i] = v
-        return merged
+        return merger(self)(rw, ro)
 
     def __repr__(self) -> str:
         return (
             f"TracedCall(in_states={len(self.in_states)}, out_states={len(self.out_states)}, "
             f"n_out_leaves={self.n_out_leaves})"
         )
+
+
+def merger(entry: TracedCall) -> Callable[[Sequence[Any], Sequence[Any]], list]:
+    """``entry.merge_values`` as a function that does not refer to ``entry``.
+
+    Compiled programs use it: a program that referred to its own entry would form
+    a reference cycle, keeping evicted programs alive until a full garbage collection.
+    """
+    rw_index, ro_index = entry.rw_index, entry.ro_index
+
+    def merge(rw: Sequence[Any], ro: Sequence[Any]) -> list:
+        merged: list[Any] = [None] * (len(rw) + len(ro))
+        for i, v in zip(rw_index, rw):
+            merged[i] = v
+        for i, v in zip(ro_index, ro):
+            merged[i] = v
+        return merged
+
+    return merge
 
 
 def unflatten_states(defs: Sequence[Any], flat: Sequence[Any]) -> list:

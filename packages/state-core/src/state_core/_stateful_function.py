@@ -19,6 +19,7 @@ from ._replay import (
     canonical_signature,
     leaf_signature,
     may_fail_at_run_time,
+    merger,
     read_state_values,
     replay,
     state_signature,
@@ -445,9 +446,10 @@ class StatefulFunction:
         n_out = entry.n_out_leaves
         out_treedef = entry.out_treedef
         out_defs = [jax.tree.structure(s._value) for s in entry.out_states]
+        merge = merger(entry)
 
         def pure(rw: list, ro: list, *dyn_leaves: Any) -> tuple[Any, list]:
-            state_leaves = jax.tree.leaves(entry.merge_values(rw, ro))
+            state_leaves = jax.tree.leaves(merge(rw, ro))
             flat = run(*state_leaves, *dyn_leaves)
             out = jax.tree.unflatten(out_treedef, flat[:n_out])
             return out, unflatten_states(out_defs, flat[n_out:])

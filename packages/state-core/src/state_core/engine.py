@@ -32,6 +32,7 @@ from ._replay import (
     check_state_avals,
     leaf_signature,
     may_fail_at_run_time,
+    merger,
     read_state_values,
     replay,
     state_signature,
@@ -44,6 +45,7 @@ from ._replay import (
 __all__ = [
     "TracedCall",
     "replay",
+    "merger",
     "states_match",
     "state_signature",
     "states_changed",

@@ -9,7 +9,7 @@ import jax
 import jax.extend.core as jex_core
 import jax.numpy as jnp
 from state_core import State, StateDict, StatefulFunction
-from state_core.engine import TracedCall, api_boundary, unflatten_states
+from state_core.engine import TracedCall, merger, api_boundary, unflatten_states
 
 __all__ = ["grad", "GradFunction"]
 
@@ -85,7 +85,7 @@ class GradFunction(StatefulFunction):
                 )
         has_aux = self.has_aux
         dyn_treedef = entry.dyn_treedef
-        merge = entry.merge_values
+        merge = merger(entry)
 
         def program(rw: list, ro: list, *dyn_leaves: Any) -> tuple[Any, list]:
             state_values = merge(rw, ro)

@@ -12,7 +12,7 @@ from typing import Any, Callable, Hashable, Iterable
 import jax
 import jax.extend.core as jex_core
 from state_core import State, StatefulFunction, states_of_callable
-from state_core.engine import TracedCall, unflatten_states
+from state_core.engine import TracedCall, merger, unflatten_states
 from state_random import is_random_state, is_single_key, split_for_lanes
 
 from ._axes import check_axis, first_match, format_sizes, leaf_in_axes, normalize_state_axes, remove_axis
@@ -500,7 +500,7 @@ class StatefulMapping(StatefulFunction):
             axis_name=axis_name,
             **kwargs,
         )
-        merge = entry.merge_values
+        merge = merger(entry)
 
         def program(rw: list, ro: list, *dyn_leaves: Any) -> tuple[Any, list]:
             state_values = merge(rw, ro)

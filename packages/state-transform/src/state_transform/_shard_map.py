@@ -8,8 +8,9 @@ from typing import Any, Callable
 
 import jax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
-from state_core import State, StatefulFunction, StateTraceStack, active_trace_stacks, states_of_callable
-from state_core.engine import TracedCall
+import jax.extend.core as jex_core
+from state_core import State, StatefulFunction, active_trace_stacks, states_of_callable
+from state_core.engine import TracedCall, merger, unflatten_states
 from state_core.filter import to_predicate
 from state_random import is_random_state, is_single_key
 
@@ -60,6 +61,11 @@ def _spec_axes(entry: Any) -> tuple:
     return tuple(entry) if isinstance(entry, tuple) else (entry,)
 
 
+def _spec_mesh_axes(spec: PartitionSpec) -> tuple:
+    """The mesh axes a PartitionSpec shards over (those a per-shard value varies over)."""
+    return tuple(name for entry in spec for name in _spec_axes(entry))
+
+
 def _normalize_state_specs(specs: Any, what: str) -> list[tuple[PartitionSpec, Any]]:
     """``None`` / one spec / ``{State or filter: spec}`` -> ordered ``[(spec, predicate)]``."""
     if specs is None:
@@ -79,9 +85,11 @@ def _normalize_state_specs(specs: Any, what: str) -> list[tuple[PartitionSpec, A
 class ShardMapFunction(StatefulFunction):
     """The callable ``shard_map`` returns, compiled as ``jax.jit(jax.shard_map(...))`` per signature.
 
-    On a new signature the function runs twice: once to discover the states it
-    touches and once inside ``jax.shard_map`` (which types values by the mesh axes
-    they vary over). Cached calls do not run it.
+    On a new signature the function runs once, traced inside a ``jax.shard_map``
+    context so that every value is typed by the mesh axes it varies over (what
+    ``check_vma=True`` checks); the states it touches become inputs of the traced
+    program, which the compiled ``jax.shard_map`` then runs. Cached calls do not
+    run it.
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -149,6 +157,15 @@ class ShardMapFunction(StatefulFunction):
             shape[dim] //= parts
         return jax.core.ShapedArray(tuple(shape), aval.dtype, weak_type=aval.weak_type)
 
+    def _typed(self, aval: Any, axes: tuple) -> Any:
+        """``aval`` typed as varying over mesh ``axes`` (only inside the shard_map context)."""
+        if not self.check_vma or not axes:
+            return aval
+        # A value's type records the mesh axes it varies over; make one that does.
+        probe = jax.lax.pcast(jax.numpy.zeros(aval.shape, aval.dtype), axes, to="varying")
+        typed = jax.typeof(probe)
+        return typed.update(weak_type=aval.weak_type) if aval.weak_type else typed
+
     def _arg_specs(self, n_args: int) -> tuple:
         specs = self.in_specs
         if isinstance(specs, PartitionSpec) or specs is None:
@@ -172,17 +189,24 @@ class ShardMapFunction(StatefulFunction):
         return _ShardTrace(paths=states_of_callable(self.fun).paths_by_state())
 
     def _trace(self, ctx: _ShardTrace, key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs) -> TracedCall:
+        traced: list[TracedCall] = []
+        trace = super()._trace
+
+        def inside_shard_map() -> tuple:
+            # The one run of the user function: traced here, where the mesh axes are
+            # manual and values carry their varying axes, as in the compiled program.
+            traced.append(trace(ctx, key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs))
+            return ()
+
+        context = jax.shard_map(inside_shard_map, mesh=self.mesh, in_specs=(), out_specs=(), check_vma=self.check_vma)
         ok = False
         try:
-            entry = super()._trace(ctx, key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs)
+            jax.make_jaxpr(context)()
             ok = True
         finally:
             if not ok:  # randomness is consumed even by a failed call
                 advance_keys(ctx.split, [st._value for st in ctx.split], self.mesh.size)
-        return entry
-
-    def _axis_env(self, ctx: _ShardTrace) -> list[tuple[Any, int]]:
-        return list(self.mesh.shape.items())
+        return traced[0]
 
     def _abstract_inputs(self, ctx: _ShardTrace, dyn_args: tuple, dyn_kwargs: dict, leaves: list) -> list:
         specs = self._arg_specs(len(dyn_args))
@@ -192,7 +216,8 @@ class ShardMapFunction(StatefulFunction):
                 raise TypeError(f"shard_map: in_specs[{i}] must be a PartitionSpec, got {spec!r}.")
             for path, leaf in jax.tree.leaves_with_path(arg):
                 where = f"argument {i}{jax.tree_util.keystr(path)}"
-                abstract.append(self._per_shard_aval(jax.typeof(leaf), spec, where))
+                aval = self._per_shard_aval(jax.typeof(leaf), spec, where)
+                abstract.append(self._typed(aval, _spec_mesh_axes(spec)))
                 ctx.leaf_specs.append(spec)
         for leaf in jax.tree.leaves(dyn_kwargs):  # keyword arguments are replicated
             aval = jax.typeof(leaf)
@@ -205,11 +230,14 @@ class ShardMapFunction(StatefulFunction):
         if spec is None and is_random_state(state) and is_single_key(value):
             ctx.state_specs[id(state)] = _SPLIT
             ctx.split.append(state)
-            return super()._state_input_avals(ctx, state, value)
+            # Each shard gets its own key: a value that varies over every mesh axis.
+            every_axis = tuple(self.mesh.axis_names)
+            return jax.tree.map(lambda a: self._typed(a, every_axis), super()._state_input_avals(ctx, state, value))
         spec = spec or _REPLICATED
         ctx.state_specs[id(state)] = spec
         label = state.describe()
-        return jax.tree.map(lambda x: self._per_shard_aval(jax.typeof(x), spec, label), value)
+        axes = _spec_mesh_axes(spec)
+        return jax.tree.map(lambda x: self._typed(self._per_shard_aval(jax.typeof(x), spec, label), axes), value)
 
     def _after_trace(self, ctx: _ShardTrace, entry: TracedCall, dyn_args: tuple, dyn_kwargs: dict) -> None:
         specs = ctx.state_specs
@@ -257,31 +285,22 @@ class ShardMapFunction(StatefulFunction):
     # ------------------------------------------------------------------ compiling and calling
     def _compile(self, entry: TracedCall) -> Callable[..., Any]:
         plan: ShardPlan = entry.plan
-        in_states = entry.in_states
-        out_states = entry.out_states
-        touched = list(dict.fromkeys(in_states + out_states))
+        run = jex_core.jaxpr_as_fun(entry.closed_jaxpr)
+        n_out = entry.n_out_leaves
+        out_treedef = entry.out_treedef
+        out_defs = [jax.tree.structure(s._value) for s in entry.out_states]
         split_positions = plan.split_positions
         mask = plan.written_mask
         axis_names = tuple(self.mesh.axis_names)
         num_shards = self.mesh.size
-        n_args = entry.n_args
 
         def shard(state_values: list, *dyn_leaves: Any) -> tuple[Any, list, list]:
-            # jax.shard_map types every value with the mesh axes it varies over, so the
-            # user function runs again here, inside the shard_map trace, with each state
-            # holding its per-shard value (the replayed jaxpr would lack those types).
+            # Replays the jaxpr traced inside shard_map: its values have the same
+            # varying-axes types here, so check_vma accepts it unchanged.
             values, next_keys = give_lanes_their_keys(state_values, split_positions, num_shards, axis_names)
-            args, kwargs = self._rebuild_args(dyn_leaves, entry.dyn_treedef, (), (), n_args)
-            saved = [s._value for s in touched]
-            try:
-                for state, value in zip(in_states, values):
-                    state.restore_value(value)
-                with StateTraceStack("shard_map"):
-                    out = self.fun(*args, **kwargs)
-                written = [s._value for s, keep in zip(out_states, mask) if keep]
-            finally:
-                for state, value in zip(touched, saved):
-                    state.restore_value(value)
+            flat = run(*jax.tree.leaves(values), *dyn_leaves)
+            out = jax.tree.unflatten(out_treedef, flat[:n_out])
+            written = [v for v, keep in zip(unflatten_states(out_defs, flat[n_out:]), mask) if keep]
             return out, written, next_keys
 
         mapped = jax.shard_map(
@@ -293,7 +312,7 @@ class ShardMapFunction(StatefulFunction):
         )
         state_shardings, leaf_shardings = plan.state_shardings, plan.leaf_shardings
         explicit = any(t == jax.sharding.AxisType.Explicit for t in self.mesh.axis_types)
-        merge = entry.merge_values
+        merge = merger(entry)
 
         def program(rw: list, ro: list, *dyn_leaves: Any) -> tuple[Any, list]:
             state_values = merge(rw, ro)
