@@ -250,3 +250,18 @@ def test_unrelated_new_states_do_not_retrace():
     f(1.0)
     assert len(traces) == 1
     assert_allclose(np.asarray(cell.v.value), [2.0, 2.0])
+
+
+@pytest.mark.parametrize("make", [jit, vmap2, lambda f: grad(f, argnums=0)], ids=["jit", "vmap2", "grad"])
+def test_library_frames_are_hidden_from_user_errors(make):
+    import traceback
+
+    def buggy(x):
+        raise ValueError("user bug")
+
+    with pytest.raises(ValueError, match="user bug") as info:
+        make(buggy)(jnp.ones(2))
+    files = [frame.filename for frame in traceback.extract_tb(info.value.__traceback__)]
+    assert any(name.endswith("test_transform_replay.py") for name in files)
+    ours = [name for name in files if "/state_core/" in name or "/state_transform/" in name]
+    assert ours == [], ours
