@@ -10,7 +10,7 @@ import jax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 import jax.extend.core as jex_core
 from state_core import State, StatefulFunction, active_trace_stacks, states_of_callable
-from state_core.engine import TracedCall, merger, unflatten_states
+from state_core.engine import ArrayImpl as _ArrayImpl, TracedCall, merger, unflatten_states
 from state_core.filter import to_predicate
 from state_random import is_random_state, is_single_key
 
@@ -331,8 +331,10 @@ class ShardMapFunction(StatefulFunction):
         state_shardings, leaf_shardings = plan.state_shardings, plan.leaf_shardings
         in_states = entry.in_states
 
+        several_processes = jax.process_count() > 1
+
         def place(values: list, leaves: list) -> tuple[list, list]:
-            if jax.process_count() > 1:
+            if several_processes:
                 # On a mesh that spans processes every input must be a global array with
                 # the mesh's sharding (in one process jit moves data itself).
                 values = [_put(v, s) for v, s in zip(values, state_shardings)]
@@ -342,11 +344,13 @@ class ShardMapFunction(StatefulFunction):
                 # come back placed, and read-only ones are stored placed, so the compiled
                 # program is not retraced for a new input sharding (e.g. after the user
                 # assigns a fresh array to a state).
-                for k, (state, value, sharding) in enumerate(zip(in_states, values, state_shardings)):
+                for k, (value, sharding) in enumerate(zip(values, state_shardings)):
+                    if type(value) is _ArrayImpl and value.sharding == sharding:
+                        continue  # already placed: the common case
                     placed = _put(value, sharding)
                     if placed is not value:
                         values[k] = placed
-                        state.restore_value(placed)
+                        in_states[k].restore_value(placed)
             return values, leaves
 
         return place
