@@ -265,3 +265,26 @@ def test_library_frames_are_hidden_from_user_errors(make):
     assert any(name.endswith("test_transform_replay.py") for name in files)
     ours = [name for name in files if "/state_core/" in name or "/state_transform/" in name]
     assert ours == [], ours
+
+
+def test_jit_blocks_before_write_back_only_when_needed():
+    from jax.sharding import NamedSharding
+
+    n = jax.device_count()
+    mesh = jax.make_mesh((n,), ("x",))
+    on_mesh = State(jax.device_put(jnp.zeros(n), NamedSharding(mesh, P("x"))))
+    local = State(jnp.zeros(n))
+
+    def add_to(state):
+        def step(x):
+            state.value = state.value + x
+
+        return step
+
+    f, g = jit(add_to(on_mesh)), jit(add_to(local))
+    f(1.0)
+    g(1.0)
+    assert f.get_traced_call().block  # spans several devices
+    assert not g.get_traced_call().block  # one device, no callback: stays asynchronous
+    assert_allclose(np.asarray(on_mesh.value), np.ones(n))
+    assert_allclose(np.asarray(local.value), np.ones(n))

@@ -108,6 +108,9 @@ def states_match(values: Sequence[Any], signatures: Sequence[Any]) -> bool:
         if type(value) is _ArrayImpl:
             if (value.shape, value.dtype, value.weak_type) != sig:
                 return False
+        elif isinstance(value, jax.Array):  # typed random keys, tracers: one leaf, no flattening
+            if canonical_signature(value) != sig:
+                return False
         elif state_signature(value) != sig:
             return False
     return True
