@@ -288,3 +288,18 @@ def test_jit_blocks_before_write_back_only_when_needed():
     assert not g.get_traced_call().block  # one device, no callback: stays asynchronous
     assert_allclose(np.asarray(on_mesh.value), np.ones(n))
     assert_allclose(np.asarray(local.value), np.ones(n))
+
+
+def test_debug_infs_apply_to_cached_vmap2_calls():
+    s = ShortTermState(jnp.zeros(2))
+
+    def step(x):
+        s.value = 1.0 / x
+        return s.value
+
+    f = vmap2(step, state_in_axes={0: s}, state_out_axes={0: s})
+    f(jnp.ones(2))
+    with jax.debug_infs(True):
+        with pytest.raises(FloatingPointError):
+            f(jnp.zeros(2))
+    assert_allclose(np.asarray(s.value), [1.0, 1.0])

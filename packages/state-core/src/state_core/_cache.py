@@ -71,8 +71,14 @@ class TraceCache:
     def __iter__(self) -> Iterator[Hashable]:
         return iter(list(self._entries))
 
+    def keys(self) -> list[Hashable]:
+        return list(self._entries)
+
     def values(self) -> list[TracedCall]:
         return list(self._entries.values())
+
+    def items(self) -> list[tuple[Hashable, TracedCall]]:
+        return list(self._entries.items())
 
 
 def register_cache_owner(owner: Any) -> None:
