@@ -202,6 +202,50 @@ def case_jit_vmap() -> tuple[Callable, Callable]:
     return (lambda: ours(x)), run_pure
 
 
+def case_alternating(kind: str, n_signatures: int) -> tuple[Callable, Callable]:
+    """Cycle through ``n_signatures`` cached batch sizes (train batch / eval batch / short last batch)."""
+    w = sc.ParamState(jnp.linspace(0.0, 1.0, 4))
+    h = sc.ShortTermState(jnp.zeros(4))
+    batches = [jnp.ones((BATCH + i, 4)) for i in range(n_signatures)]
+
+    def step(x):
+        h.value = h.value * 0.5 + x.mean(0)
+        return (x * w.value).sum(-1) + h.value.sum()
+
+    def pure_step(wv, hv, x):
+        new_h = hv * 0.5 + x.mean(0)
+        return new_h, (x * wv).sum(-1) + new_h.sum()
+
+    if kind == "vmap2":
+        ours_fn = vmap2(lambda x: (x * w.value).sum(-1), in_axes=0)
+        pure_c = jax.jit(jax.vmap(lambda wv, x: (x * wv).sum(-1), in_axes=(None, 0)))
+        box = {"i": 0}
+
+        def run_ours():
+            box["i"] = (box["i"] + 1) % n_signatures
+            return ours_fn(batches[box["i"]])
+
+        def run_pure():
+            box["i"] = (box["i"] + 1) % n_signatures
+            return pure_c(w.value, batches[box["i"]])
+
+        return run_ours, run_pure
+    ours_fn = jit(step)
+    pure_c = jax.jit(pure_step)
+    box = {"i": 0, "h": jnp.zeros(4)}
+
+    def run_ours():
+        box["i"] = (box["i"] + 1) % n_signatures
+        return ours_fn(batches[box["i"]])
+
+    def run_pure():
+        box["i"] = (box["i"] + 1) % n_signatures
+        box["h"], out = pure_c(w.value, box["h"], batches[box["i"]])
+        return out
+
+    return run_ours, run_pure
+
+
 def case_map_update(members: int) -> tuple[Callable, Callable] | None:
     try:
         import state_nn
@@ -250,6 +294,10 @@ def main(argv: list[str] | None = None) -> int:
         (f"pmap2, {jax.local_device_count()} devices", case_pmap),
         (f"shard_map, {jax.device_count()} devices (psum)", case_shard_map),
         ("jit(vmap2), 10 states", case_jit_vmap),
+        ("vmap2, 2 alternating sigs", lambda: case_alternating("vmap2", 2)),
+        ("vmap2, 8 alternating sigs", lambda: case_alternating("vmap2", 8)),
+        ("jit, 2 alternating sigs", lambda: case_alternating("jit", 2)),
+        ("jit, 8 alternating sigs", lambda: case_alternating("jit", 8)),
         ("Map.update, 8 members", lambda: case_map_update(8)),
         ("Map.update, 1000 members", lambda: case_map_update(1000)),
     ]

@@ -343,3 +343,88 @@ def test_grad_tuple_of_states_keeps_structure():
 
 def test_jit_keyword_arguments():
     assert_allclose(float(jit(lambda x, y=1.0: x * y)(2.0, y=3.0)), 6.0)
+
+
+# ---------------------------------------------------------------------- jit as jax.jit
+def test_jit_as_method_decorator_binds_each_instance():
+    from state_core import ShortTermState
+    from state_transform import jit as sjit
+
+    class Counter:
+        def __init__(self, start):
+            self.n = ShortTermState(jnp.asarray(start, jnp.float32))
+
+        @sjit
+        def add(self, x):
+            self.n.value = self.n.value + x
+            return self.n.value
+
+    a, b = Counter(0.0), Counter(10.0)
+    assert float(a.add(1.0)) == 1.0
+    assert float(b.add(1.0)) == 11.0
+    assert float(a.add(2.0)) == 3.0
+    assert a.add is a.add  # one compiled function per instance
+    assert float(b.n.value) == 11.0
+
+
+def test_jit_static_argnums_on_a_method_refer_to_the_method_arguments():
+    from state_transform import jit as sjit
+
+    class Scaler:
+        @sjit(static_argnums=(2,))
+        def scale(self, x, times):
+            return x * times
+
+    s = Scaler()
+    assert float(s.scale(2.0, 3)) == 6.0
+
+
+def test_jit_lower_and_eval_shape_touch_no_state():
+    from state_core import State
+    from state_transform import jit as sjit
+
+    s = State(jnp.ones(3))
+
+    def step(x):
+        s.value = s.value + x
+        return s.value.sum()
+
+    f = sjit(step)
+    shape = f.eval_shape(jnp.ones(3))
+    assert shape.shape == () and shape.dtype == jnp.float32
+    text = f.lower(jnp.ones(3)).as_text()
+    assert "add" in text
+    np.testing.assert_allclose(np.asarray(s.value), [1.0, 1.0, 1.0])
+
+
+def test_jit_shardings_and_donation_apply_to_user_arguments():
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    from state_core import ParamState
+    from state_transform import jit as sjit
+
+    mesh = jax.make_mesh((jax.device_count(),), ("x",))
+    sharded = NamedSharding(mesh, P("x"))
+    w = ParamState(jnp.ones(()))
+    n = jax.device_count()
+    f = sjit(lambda x: x * w.value, in_shardings=(sharded,), out_shardings=sharded, donate_argnums=0)
+    x = jax.device_put(jnp.arange(n, dtype=jnp.float32), sharded)
+    out = f(x)
+    assert out.sharding == sharded
+    np.testing.assert_allclose(np.asarray(out), np.arange(n))
+    assert x.is_deleted()
+    assert not w.value.is_deleted()
+
+
+def test_jit_name_origin_fun_and_stateful_fun():
+    from state_core import StatefulFunction
+    from state_transform import jit as sjit
+
+    def body(x):
+        return x + 1
+
+    f = sjit(body, name="my_step")
+    assert f.name == "my_step"
+    assert f.origin_fun is body
+    assert isinstance(f.stateful_fun, StatefulFunction)
+    assert float(f(1.0)) == 2.0

@@ -277,3 +277,48 @@ def test_psum_over_another_axis_stays_lane_dependent():
     f = vmap2(vmap2(inner, axis_name="inner", unexpected_out_state_mapping="raise"), axis_name="outer")
     with pytest.raises(ValueError, match="other_axis"):
         f(jnp.ones((2, 3)))
+
+
+@pytest.mark.parametrize("policy", ["auto", "ignore", "warn"])
+def test_stacked_read_modify_write_state_keeps_its_shape_on_later_calls(policy):
+    s = state_core.ShortTermState(jnp.zeros(()), name="acc")
+    f = vmap2(_writer(s), unexpected_out_state_mapping=policy)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(4):
+            f(jnp.arange(3.0))
+    assert s.value.shape == (3,)  # not (3, 3, 3, 3)
+    assert_allclose(np.asarray(s.value), [0.0, 4.0, 8.0])
+
+
+def test_warn_message_names_the_state_and_the_state_out_axes_entry():
+    s = state_core.ShortTermState(jnp.zeros(()), name="running")
+    f = vmap2(_writer(s), unexpected_out_state_mapping="warn")
+    with pytest.warns(UserWarning, match=r"running.*\{0: OfType\(ShortTermState\)\}.*state_out_axes"):
+        f(jnp.arange(3.0))
+
+
+def test_auto_policy_is_accepted_and_stacks_silently():
+    s = state_core.State(jnp.zeros(()), name="quiet")
+    f = StatefulMapping(_writer(s), unexpected_out_state_mapping="auto")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        f(jnp.arange(2.0))
+    assert_allclose(np.asarray(s.value), [0.0, 1.0])
+
+
+def test_mapping_jaxpr_by_cache_is_the_mapped_program():
+    s = state_core.State(jnp.array(1.0))
+
+    def simple_op(x):
+        result = x + s.value
+        s.value = result
+        return result * 2
+
+    f = vmap2(simple_op, in_axes=0, state_out_axes={0: OfType(state_core.State)})
+    x = jnp.array([1.0, 2.0])
+    f(x)
+    text = str(f.get_jaxpr_by_cache(f.get_arg_cache_key(x)))
+    assert text.startswith("{ lambda ; a:f32[2] b:f32[]. let")
+    assert text.rstrip().endswith("}")
+    assert s.value.shape == (2,)

@@ -14,13 +14,14 @@ Example:
     Array(3., dtype=float32)
 """
 
-from . import filter
+from . import engine, filter
 from .__about__ import __version__
+from ._cache import clear_caches
 from ._collection import StateDict, collect_states, states_of_callable
 from ._errors import BatchAxisError, StateError, StateLeakError
-from ._jax_internals import ArrayImpl
 from ._introspection import make_jaxpr
-from ._pretty import format_fields, format_value
+from ._jax_internals import hide_library_frames
+from ._pretty import format_value
 from ._state import (
     HiddenState,
     LongTermState,
@@ -32,23 +33,29 @@ from ._state import (
     maybe_state,
     strict_state_checks,
 )
-from ._stateful_function import (
+from ._stateful_function import StatefulFunction
+from ._trace import NewStateCatcher, StateTraceStack, active_trace_stacks, catch_new_states
+
+# Engine internals, importable from here for code written before ``state_core.engine``
+# existed; they are not part of the user-facing API (``__all__``).
+from .engine import (  # noqa: F401
+    ArrayImpl,
     StaleTraceError,
-    StatefulFunction,
+    TracedCall,
     canonical_signature,
     check_state_avals,
-    states_changed,
-    unflatten_states,
-    TracedCall,
+    format_fields,
     leaf_signature,
     read_state_values,
+    states_changed,
+    unflatten_states,
     write_state_values,
 )
-from ._trace import NewStateCatcher, StateTraceStack, active_trace_stacks, catch_new_states
 
 __all__ = [
     "__version__",
     "filter",
+    "engine",
     "State",
     "ShortTermState",
     "LongTermState",
@@ -68,18 +75,10 @@ __all__ = [
     "active_trace_stacks",
     "NewStateCatcher",
     "StatefulFunction",
-    "TracedCall",
-    "StaleTraceError",
-    "canonical_signature",
-    "check_state_avals",
-    "states_changed",
-    "unflatten_states",
-    "leaf_signature",
-    "read_state_values",
-    "write_state_values",
+    "clear_caches",
     "StateDict",
     "collect_states",
     "states_of_callable",
-    "format_fields",
-    "ArrayImpl",
 ]
+
+hide_library_frames(__file__)

@@ -10,7 +10,7 @@ import sys
 import threading
 from typing import Any
 
-__all__ = ["CTX", "PRIVATE_THREADS", "PRIVATE_LOCK", "user_call_site"]
+__all__ = ["CTX", "GENERATION", "PRIVATE_THREADS", "PRIVATE_LOCK", "user_call_site"]
 
 
 class _Context(threading.local):
@@ -30,6 +30,22 @@ CTX = _Context()
 # code pays one list lookup. A thread's own increment is always visible to it.
 PRIVATE_THREADS = [0]
 PRIVATE_LOCK = threading.Lock()
+
+class _Generation:
+    """How many States were ever created (process-wide).
+
+    Engines compare it with the value they saw when tracing: while it is
+    unchanged, no object graph can hold a State the trace did not see, so the
+    graph need not be walked again.
+    """
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0
+
+
+GENERATION = _Generation()
 
 _SKIPPED_MODULES = ("state_core", "state_random", "state_transform", "state_nn", "jax", "contextlib")
 

@@ -34,6 +34,10 @@ try:  # the tracer of jax.vmap, to tell values that vary across lanes
     from jax._src.interpreters.batching import BatchTracer as _BatchTracer
 except ImportError:  # pragma: no cover - exercised only on an incompatible JAX
     _BatchTracer = None
+try:  # JAX's traceback filtering: frames of registered paths are hidden from users
+    from jax._src import traceback_util as _traceback_util
+except ImportError:  # pragma: no cover - exercised only on an incompatible JAX
+    _traceback_util = None
 
 try:  # the concrete array class, for a fast exact-type check on hot paths
     from jax._src.array import ArrayImpl
@@ -43,7 +47,16 @@ except ImportError:  # pragma: no cover - exercised only on an incompatible JAX
         """Placeholder: nothing is an instance, so the generic (slower) paths are used."""
 
 
-__all__ = ["current_trace", "new_trace_input", "is_tracer", "is_eager", "is_batched", "ArrayImpl"]
+__all__ = [
+    "current_trace",
+    "new_trace_input",
+    "is_tracer",
+    "is_eager",
+    "is_batched",
+    "ArrayImpl",
+    "hide_library_frames",
+    "api_boundary",
+]
 
 _Tracer = jax.core.Tracer
 
@@ -89,3 +102,25 @@ def is_batched(x: Any) -> bool:
     if _BatchTracer is None:  # pragma: no cover - exercised only on an incompatible JAX
         return is_tracer(x)
     return isinstance(x, _BatchTracer) and x._trace is current_trace() and x.batch_dim is not None
+def hide_library_frames(module_file: str) -> None:
+    """Hide the frames of the package containing ``module_file`` from tracebacks of user errors.
+
+    JAX drops the frames of registered paths from the traceback it shows when an
+    exception crosses one of its API boundaries (see ``api_boundary``), so users
+    see their own code and not the engine's. ``JAX_TRACEBACK_FILTERING=off``
+    shows everything again.
+    """
+    if _traceback_util is None:  # pragma: no cover - incompatible JAX: show every frame
+        return
+    import os
+
+    path = os.path.dirname(os.path.abspath(module_file))
+    if path not in _traceback_util._exclude_paths:
+        _traceback_util.register_exclusion(path)
+
+
+def api_boundary(fun: Any) -> Any:
+    """Mark ``fun`` as a user-facing entry point: tracebacks of errors below it are filtered."""
+    if _traceback_util is None:  # pragma: no cover - incompatible JAX
+        return fun
+    return _traceback_util.api_boundary(fun)

@@ -9,7 +9,7 @@ from typing import Any, Generic, Iterable, Iterator, TypeVar
 import jax
 import numpy as np
 
-from ._context import CTX, PRIVATE_THREADS, user_call_site
+from ._context import CTX, GENERATION, PRIVATE_THREADS, user_call_site
 from ._errors import StateLeakError
 from ._jax_internals import current_trace, is_eager, is_tracer
 from ._pretty import format_fields, format_value
@@ -157,6 +157,7 @@ class State(Generic[T]):
         if name is not None and not isinstance(name, str):
             raise TypeError(f"State name must be a str or None, got {type(name).__name__}.")
         self._name = name
+        GENERATION.value += 1  # lets engines notice object graphs that gained new States
         self._tags: frozenset[str] = _as_tags(tag)
         self.strict = bool(strict)
         self.metadata: dict[str, Any] = metadata

@@ -3,69 +3,37 @@
 from __future__ import annotations
 
 import operator
+import threading
+import types
 from typing import Any, Callable, Hashable, Iterable, Sequence
 
 import jax
 import jax.extend.core as jex_core
-import numpy as np
 
-from ._context import CTX
-from ._jax_internals import ArrayImpl, current_trace, is_tracer, new_trace_input
-from ._state import State, StateLeakError, check_not_state
+from ._cache import DEFAULT_CACHE_SIZE, TraceCache, register_cache_owner
+from ._collection import collect_states
+from ._context import CTX, GENERATION
+from ._jax_internals import ArrayImpl, api_boundary, current_trace, is_tracer, new_trace_input
+from ._replay import (
+    TracedCall,
+    canonical_signature,
+    leaf_signature,
+    may_fail_at_run_time,
+    merger,
+    read_state_values,
+    replay,
+    state_signature,
+    states_match,
+    unflatten_states,
+)
 from ._introspection import StatefulFunctionIntrospection
+from ._state import State, check_not_state
 from ._trace import StateTraceStack, private_state_values
 
-__all__ = [
-    "StatefulFunction",
-    "TracedCall",
-    "StaleTraceError",
-    "leaf_signature",
-    "canonical_signature",
-    "check_state_avals",
-    "states_changed",
-    "unflatten_states",
-    "read_state_values",
-    "write_state_values",
-]
+__all__ = ["StatefulFunction"]
 
-_ArrayImpl = ArrayImpl
 _tree_flatten = jax.tree_util.tree_flatten
-# Leaves whose aval JAX derives from the type alone (numbers) or carries itself (arrays).
-_FAST_LEAF_TYPES = frozenset({ArrayImpl, float, int, bool})
-_PY_SCALARS = (int, float, complex, bool)
-
-
-class StaleTraceError(Exception):
-    """Raised while JAX re-traces a compiled program whose states changed shape or dtype.
-
-    Engines catch it, forget the cached trace and trace the user function again.
-    """
-
-
-def leaf_signature(x: Any) -> Hashable:
-    """A cheap hashable description of an argument leaf: shape, dtype and weak type.
-
-    Python scalars are described by their type alone (JAX treats them as weakly typed).
-    """
-    if type(x) is _ArrayImpl:
-        return (x.shape, x.dtype, x.weak_type)
-    t = type(x)
-    if t in _PY_SCALARS:
-        return t
-    if isinstance(x, (np.ndarray, np.generic)):
-        return (x.shape, x.dtype, False)
-    aval = jax.typeof(x)  # tracers and other jax values; raises TypeError for the rest
-    return (aval.shape, aval.dtype, aval.weak_type)
-
-
-def canonical_signature(x: Any) -> tuple:
-    """``(shape, dtype, weak_type)`` of the value JAX would trace for ``x``.
-
-    Unlike ``leaf_signature`` this canonicalises (a Python float is a weak
-    float32, a float64 NumPy array is float32 unless x64 is enabled).
-    """
-    aval = jax.typeof(x)
-    return (aval.shape, aval.dtype, aval.weak_type)
+_ArrayImpl = ArrayImpl
 
 
 def _aval_of(x: Any) -> Any:
@@ -93,44 +61,6 @@ def _normalize_argnames(argnames: str | Iterable[str] | None) -> tuple[str, ...]
     return tuple(argnames)
 
 
-class TracedCall:
-    """Everything known about one traced call signature of a ``StatefulFunction``.
-
-    Attributes:
-        closed_jaxpr: ``(state leaves..., dynamic arg leaves...) -> (output leaves...,
-            written state leaves...)``.
-        in_states: states whose values are inputs (read before any write), in read order.
-        out_states: states that were written, in first-access order.
-        states: every state accessed, in first-access order.
-        out_treedef: the structure of the function's return value.
-        out_shapes: ``jax.ShapeDtypeStruct`` tree of the return value.
-    """
-
-    __slots__ = (
-        "key",
-        "closed_jaxpr",
-        "in_states",
-        "in_state_avals",
-        "out_states",
-        "states",
-        "read_only_states",
-        "out_treedef",
-        "out_shapes",
-        "n_out_leaves",
-        "n_in_state_leaves",
-        "dyn_treedef",
-        "cacheable",
-        "compiled",
-        "extra",
-    )
-
-    def __init__(self, **kwargs: Any) -> None:
-        self.compiled: Callable[..., Any] | None = None
-        self.extra: dict[str, Any] = {}
-        for name, value in kwargs.items():
-            setattr(self, name, value)
-
-
 class StatefulFunction(StatefulFunctionIntrospection):
     """Trace a function that reads and writes States into a pure, cached program.
 
@@ -148,6 +78,8 @@ class StatefulFunction(StatefulFunctionIntrospection):
             (must be hashable).
         static_argnames: keyword arguments treated as compile-time constants.
         name: a label for reprs and messages.
+        cache_size: how many call signatures to keep compiled (least recently used
+            ones are dropped beyond it); default ``DEFAULT_CACHE_SIZE`` (64).
 
     Example:
         >>> import jax.numpy as jnp
@@ -174,6 +106,7 @@ class StatefulFunction(StatefulFunctionIntrospection):
         name: str | None = None,
         return_only_write: bool = True,
         ir_optimizations: Any = None,
+        cache_size: int | None = None,
     ) -> None:
         self._init_compat_options(return_only_write, ir_optimizations)
         if not callable(fun):
@@ -181,9 +114,14 @@ class StatefulFunction(StatefulFunctionIntrospection):
         self.fun = fun
         self.static_argnums = _normalize_argnums(static_argnums, "static_argnums")
         self.static_argnames = _normalize_argnames(static_argnames)
+        self._no_statics = not (self.static_argnums or self.static_argnames)
         self.name = name or getattr(fun, "__name__", type(fun).__name__)
-        self._cache: dict[Hashable, TracedCall] = {}
+        self._cache = TraceCache(DEFAULT_CACHE_SIZE if cache_size is None else cache_size)
         self._last: TracedCall | None = None
+        # Serialises tracing of this function; cached calls never take it. Re-entrant,
+        # because the function may call itself (with other arguments) while traced.
+        self._trace_lock = threading.RLock()
+        register_cache_owner(self)
 
     # ------------------------------------------------------------------ signatures
     def _split_args(
@@ -258,27 +196,68 @@ class StatefulFunction(StatefulFunctionIntrospection):
 
     def get_arg_cache_key(self, *args: Any, **kwargs: Any) -> Hashable:
         """The cache key of a call with these arguments (see ``get_jaxpr_by_cache``)."""
-        return self._signature(args, kwargs)[0]
+        return self._call_key(args, kwargs)[0]
+
+
+    def _call_key(self, args: tuple, kwargs: dict) -> tuple[Hashable, Sequence[Any]]:
+        """The cache key and dynamic leaves of a call: the hot-path subset of ``_signature``.
+
+        Positional arrays alone (the common case) are keyed by their avals without
+        flattening; any other call by its pytree structure and leaf signatures.
+        Both kinds of key never collide (a tuple of aval triples vs a 5-tuple
+        starting with an int), and a call always gets the same kind.
+        """
+        if self.static_argnums or self.static_argnames:
+            signature = self._signature(args, kwargs)
+            return signature[0], signature[1]
+        if not kwargs:
+            sig = []
+            for a in args:
+                if type(a) is not _ArrayImpl:
+                    break
+                sig.append((a.shape, a.dtype, a.weak_type))
+            else:
+                return tuple(sig), args
+        leaves, treedef = _tree_flatten((args, kwargs))
+        try:
+            sig = tuple(map(leaf_signature, leaves))
+        except TypeError:
+            self._raise_bad_leaf(args, kwargs)
+            raise
+        return (len(args), (), (), treedef, sig), leaves
 
     # ------------------------------------------------------------------ hooks for subclasses
-    def _abstract_inputs(self, dyn_args: tuple, dyn_kwargs: dict, leaves: list) -> list:
+    def _new_trace_context(self) -> Any:
+        """A fresh object that the hooks below share during one trace (None by default).
+
+        Engines keep everything they learn while tracing in it, never on ``self``, so
+        that traces of one function in several threads do not interfere.
+        """
+        return None
+
+    def _abstract_inputs(self, ctx: Any, dyn_args: tuple, dyn_kwargs: dict, leaves: list) -> list:
         """The abstract values the user function is traced with (one per dynamic leaf)."""
         return [_aval_of(x) for x in leaves]
 
-    def _state_input_avals(self, state: State, value: Any) -> Any:
+    def _state_input_avals(self, ctx: Any, state: State, value: Any) -> Any:
         """The abstract value the traced code sees when it first reads ``state``."""
         return jax.tree.map(_aval_of, value)
 
-    def _axis_env(self) -> list[tuple[Any, int]] | None:
+    def _axis_env(self, ctx: Any) -> list[tuple[Any, int]] | None:
         """Named axes (``(name, size)`` pairs) bound while tracing; used by mapping engines."""
         return None
 
-    def _after_trace(self, entry: TracedCall, dyn_args: tuple, dyn_kwargs: dict) -> None:
-        """Called once per new signature, after tracing, before compiling."""
+    def _after_trace(self, ctx: Any, entry: TracedCall, dyn_args: tuple, dyn_kwargs: dict) -> None:
+        """Called once per new signature, after tracing, before compiling (sets ``entry.plan``)."""
 
     def _compile(self, entry: TracedCall) -> Callable[..., Any]:
-        """Build the callable ``(state_values, *dyn_leaves) -> (out, new_state_values)``."""
+        """Build the program ``(written state values, read-only state values, *dyn_leaves)
+        -> (output, new values of entry.write_back)``."""
         return jax.jit(self._pure_function(entry))
+
+    def _runs_on_several_devices(self, entry: TracedCall) -> bool:
+        """Whether the compiled program of ``entry`` spans several devices (blocks before write-back)."""
+        return False
 
     # ------------------------------------------------------------------ tracing
     def _rebuild_args(
@@ -300,6 +279,7 @@ class StatefulFunction(StatefulFunctionIntrospection):
 
     def _trace(
         self,
+        ctx: Any,
         key: Hashable,
         leaves: list,
         treedef: Any,
@@ -308,23 +288,26 @@ class StatefulFunction(StatefulFunctionIntrospection):
         dyn_args: tuple,
         dyn_kwargs: dict,
     ) -> TracedCall:
-        abstract = self._abstract_inputs(dyn_args, dyn_kwargs, leaves)
-        n_args = key[0]
+        """Run the user function once under a JAX trace and record what it did."""
+        abstract = self._abstract_inputs(ctx, dyn_args, dyn_kwargs, leaves)
+        n_args = len(dyn_args) + len(static_args)
         in_states: list[State] = []
         in_state_avals: list[Any] = []
-        box: dict[str, Any] = {}
+        # Everything below is local to this trace (closures), never stored on self.
+        jax_trace: list[Any] = []
+        recorded: list[Any] = []
 
         def first_read(state: State) -> Any:
             value = state._value
-            avals = self._state_input_avals(state, value)
+            avals = self._state_input_avals(ctx, state, value)
             aval_leaves, aval_def = jax.tree.flatten(avals)
-            tracers = [new_trace_input(box["trace"], a) for a in aval_leaves]
+            tracers = [new_trace_input(jax_trace[-1], a) for a in aval_leaves]
             in_states.append(state)
             in_state_avals.append(tuple(canonical_signature(x) for x in jax.tree.leaves(value)))
             return jax.tree.unflatten(aval_def, tracers)
 
         def traced(*flat: Any) -> Any:
-            box["trace"] = current_trace()
+            jax_trace.append(current_trace())
             args, kwargs = self._rebuild_args(flat, treedef, static_args, static_kwargs, n_args)
             stack = StateTraceStack(self.name)
             stack._first_read_hook = first_read
@@ -339,16 +322,15 @@ class StatefulFunction(StatefulFunctionIntrospection):
                 finally:
                     stack.restore_original_values()
             check_not_state(out, f"The return value of {self.name}")
-            box["stack"] = stack
-            box["written"] = written
+            recorded[:] = [stack, written]
             return out, written_values
 
-        axis_env = self._axis_env()
+        axis_env = self._axis_env(ctx)
         if axis_env:
             closed, shapes = jax.make_jaxpr(traced, return_shape=True, axis_env=axis_env)(*abstract)
         else:
             closed, shapes = jax.make_jaxpr(traced, return_shape=True)(*abstract)
-        stack: StateTraceStack = box["stack"]
+        stack, written = recorded
         jaxpr = closed.jaxpr
         n_dyn = len(abstract)
         # Put state inputs first: (state values, dynamic args) is the documented order.
@@ -360,8 +342,8 @@ class StatefulFunction(StatefulFunctionIntrospection):
         )
         closed = jex_core.ClosedJaxpr(jaxpr, closed.consts)
         out_shapes, _ = shapes
-        written: list[State] = box["written"]
-        entry = TracedCall(
+        written_ids = {id(s) for s in written}
+        return TracedCall(
             key=key,
             closed_jaxpr=closed,
             in_states=in_states,
@@ -374,41 +356,107 @@ class StatefulFunction(StatefulFunctionIntrospection):
             n_out_leaves=len(jax.tree.leaves(out_shapes)),
             n_in_state_leaves=sum(len(a) for a in in_state_avals),
             dyn_treedef=treedef,
+            n_args=n_args,
             cacheable=not any(is_tracer(c) for c in closed.consts),
+            state_sigs=[state_signature(s._value) for s in in_states],
+            rw_index=tuple(k for k, s in enumerate(in_states) if id(s) in written_ids),
+            ro_index=tuple(k for k, s in enumerate(in_states) if id(s) not in written_ids),
         )
+
+    def _new_entry(self, args: tuple, kwargs: dict) -> TracedCall:
+        """Trace and compile a new signature (the caller holds the trace lock)."""
+        _, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs = self._signature(args, kwargs)
+        key = self._call_key(args, kwargs)[0]
+        ctx = self._new_trace_context()
+        generation = GENERATION.value
+        entry = self._trace(ctx, key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs)
+        entry.graph, entry.graph_generation = self._graph_snapshot(entry), generation
+        self._after_trace(ctx, entry, dyn_args, dyn_kwargs)
+        if entry.write_back is None:
+            entry.write_back = entry.out_states
+        entry.compiled = self._compile(entry)
+        entry.block = entry.block or self._runs_on_several_devices(entry) or may_fail_at_run_time(entry.closed_jaxpr.jaxpr)
+        if entry.cacheable:
+            self._cache.put(key, entry)
+        self._last = entry
         return entry
 
-    def _lookup(self, args: tuple, kwargs: dict) -> tuple[TracedCall, list]:
-        key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs = self._signature(args, kwargs)
+    # ------------------------------------------------------------------ object graph changes
+    def _graph_roots(self) -> list:
+        """Objects whose attributes the function reaches: a bound method's owner, the
+        callable object itself, or the cells a closure captured."""
+        fun = self.fun
+        if isinstance(fun, types.MethodType):
+            return [fun.__self__]
+        if isinstance(fun, types.FunctionType):
+            return [c.cell_contents for c in (fun.__closure__ or ()) if _cell_is_set(c)]
+        if hasattr(fun, "__dict__") and not isinstance(fun, type):
+            return [fun]
+        return []
+
+    def _graph_snapshot(self, entry: TracedCall) -> tuple:
+        """``(path, state)`` for every state the trace used that the object graph holds."""
+        roots = self._graph_roots()
+        if not roots:
+            return ()
+        used = {id(s) for s in entry.states}
+        return tuple((path, s) for path, s in collect_states(roots).items() if id(s) in used)
+
+    def _graph_unchanged(self, entry: TracedCall) -> bool:
+        """True if the object graph still holds, at the same paths, the states the trace used.
+
+        Walks the graph only when a State was created since the last check.
+        """
+        generation = GENERATION.value
+        now = collect_states(self._graph_roots())
+        for path, state in entry.graph:
+            if now.get(path) is not state:
+                return False
+        entry.graph_generation = generation
+        return True
+
+    # ------------------------------------------------------------------ choosing the program
+    def _resolve(self, args: tuple, kwargs: dict) -> tuple[TracedCall, list, list]:
+        """``(entry, input state values, dynamic leaves)`` for a call, tracing if needed.
+
+        The entry is chosen by the arguments' signature, then checked against the
+        current shapes/dtypes of its input states and the object graph; a mismatch
+        traces again (never an exception from a failed run).
+        """
+        key, leaves = self._call_key(args, kwargs)
         entry = self._cache.get(key)
-        if entry is None:
-            entry = self._trace(key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs)
-            self._after_trace(entry, dyn_args, dyn_kwargs)
-            entry.compiled = self._compile(entry)
-            if entry.cacheable:
-                self._cache[key] = entry
-            self._last = entry
+        if entry is not None:
+            values = read_state_values(entry.in_states)
+            if states_match(values, entry.state_sigs) and (
+                not entry.graph or entry.graph_generation == GENERATION.value or self._graph_unchanged(entry)
+            ):
+                return entry, values, leaves
+        with self._trace_lock:
+            entry = self._cache.get(key)
+            if entry is not None:  # another thread may have traced it meanwhile
+                values = read_state_values(entry.in_states)
+                if states_match(values, entry.state_sigs) and (not entry.graph or self._graph_unchanged(entry)):
+                    return entry, values, leaves
+                self._cache.pop(key)
+            entry = self._new_entry(args, kwargs)
+        return entry, read_state_values(entry.in_states), leaves
+
+    def _lookup(self, args: tuple, kwargs: dict) -> tuple[TracedCall, list]:
+        """``(entry, dynamic leaves)`` for a call, tracing if needed; reads no state."""
+        entry, _, leaves = self._resolve(args, kwargs)
         return entry, leaves
 
     # ------------------------------------------------------------------ pure program
     def _pure_function(self, entry: TracedCall) -> Callable[..., Any]:
-        """``(state_values, dyn_leaves) -> (out, [new state values])`` evaluating the jaxpr."""
+        """``(rw values, ro values, *dyn_leaves) -> (out, [new state values])`` evaluating the jaxpr."""
         run = jex_core.jaxpr_as_fun(entry.closed_jaxpr)
         n_out = entry.n_out_leaves
         out_treedef = entry.out_treedef
         out_defs = [jax.tree.structure(s._value) for s in entry.out_states]
-        expected = entry.in_state_avals
-        arg_avals = [
-            (v.aval.shape, v.aval.dtype, v.aval.weak_type)
-            for v in entry.closed_jaxpr.jaxpr.invars[entry.n_in_state_leaves :]
-        ]
-        # The argument check below lets a call reuse this entry without its cache key.
-        entry.extra["validates_args"] = True
+        merge = merger(entry)
 
-        def pure(state_values: list, *dyn_leaves: Any) -> tuple[Any, list]:
-            state_leaves = check_state_avals(entry, state_values, expected)
-            if [canonical_signature(x) for x in dyn_leaves] != arg_avals:
-                raise StaleTraceError()
+        def pure(rw: list, ro: list, *dyn_leaves: Any) -> tuple[Any, list]:
+            state_leaves = jax.tree.leaves(merge(rw, ro))
             flat = run(*state_leaves, *dyn_leaves)
             out = jax.tree.unflatten(out_treedef, flat[:n_out])
             return out, unflatten_states(out_defs, flat[n_out:])
@@ -416,65 +464,20 @@ class StatefulFunction(StatefulFunctionIntrospection):
         return pure
 
     # ------------------------------------------------------------------ calling
+    @api_boundary
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        hit, out = self._call_last_program(args, kwargs)
-        if hit:
-            return out
-        entry, leaves = self._lookup(args, kwargs)
-        try:
-            out, new_values = self._run(entry, read_state_values(entry.in_states), leaves)
-        except StaleTraceError:
-            entry, leaves = self._retrace(entry, args, kwargs)
-            out, new_values = self._run(entry, read_state_values(entry.in_states), leaves)
-        write_state_values(self._states_to_write(entry), new_values, self.name)
-        self._remember(entry)
-        return out
-
-    # The last program used, tried first: when the arguments have the same structure
-    # and plain array/number leaves, JAX's dispatch compares their avals and the
-    # program's trace-time checks reject a mismatch, so no cache key is needed.
-    _last_program: TracedCall | None = None
-
-    def _call_last_program(self, args: tuple, kwargs: dict) -> tuple[bool, Any]:
-        """``(True, output)`` if the last program accepted these arguments, else ``(False, None)``."""
-        entry = self._last_program
-        if entry is None:
-            return False, None
-        if not kwargs and len(args) == entry.extra["flat_args"]:
-            leaves = args  # positional leaves only: the structure is known without flattening
-        else:
-            leaves, treedef = _tree_flatten((args, kwargs))
-            if treedef != entry.dyn_treedef:
-                return False, None
-        if not _FAST_LEAF_TYPES.issuperset(map(type, leaves)):
-            return False, None
-        values = read_state_values(entry.in_states)
-        try:
-            out, new_values = self._run(entry, values, leaves)
-        except Exception:
-            return False, None  # stale, or JAX rejected the arguments: the keyed path decides
-        write_state_values(self._states_to_write(entry), new_values, self.name)
-        return True, out
-
-    def _remember(self, entry: TracedCall) -> None:
-        if entry.extra.get("validates_args") and not (self.static_argnums or self.static_argnames):
-            n = entry.dyn_treedef.num_leaves
-            flat = entry.dyn_treedef == _tree_flatten((tuple(range(n)), {}))[1]
-            entry.extra["flat_args"] = n if flat else -1  # n positional leaves, no pytrees
-            self._last_program = entry
-
-    def _run(self, entry: TracedCall, values: list, leaves: list) -> tuple[Any, list]:
-        """Call the compiled program of ``entry``."""
-        return entry.compiled(values, *leaves)
-
-    def _states_to_write(self, entry: TracedCall) -> list[State]:
-        """The states that receive the program's new state values, in order."""
-        return entry.extra.get("write_back", entry.out_states)
-
-    def _retrace(self, entry: TracedCall, args: tuple, kwargs: dict) -> tuple[TracedCall, list]:
-        """Forget a trace whose states changed shape/dtype and trace again."""
-        self._cache.pop(entry.key, None)
-        return self._lookup(args, kwargs)
+        # The steady case inline (positional arrays, cached signature, unchanged states,
+        # eager): the same checks as _resolve, without its calls. Anything else: _resolve.
+        if not kwargs and self._no_statics and not CTX.stacks:
+            entry = None
+            if all(type(a) is _ArrayImpl for a in args):
+                entry = self._cache.get(tuple([(a.shape, a.dtype, a.weak_type) for a in args]))
+            if entry is not None and (not entry.graph or entry.graph_generation == GENERATION.value):
+                values = [s._value for s in entry.in_states]
+                if states_match(values, entry.state_sigs):
+                    return replay(entry, values, args, self.name)
+        entry, values, leaves = self._resolve(args, kwargs)
+        return replay(entry, values, leaves, self.name)
 
     def jaxpr_call(self, state_values: Sequence[Any], *args: Any, **kwargs: Any) -> tuple[list, Any]:
         """Evaluate the traced program for these arguments without touching any state.
@@ -514,7 +517,8 @@ class StatefulFunction(StatefulFunctionIntrospection):
         conditionals, custom mappings): the record gives the closed jaxpr
         ``(input state leaves..., dynamic arg leaves...) -> (output leaves...,
         written state leaves...)`` and the states it reads (``in_states``) and
-        writes (``out_states``). No state is read or written by this call.
+        writes (``out_states``). No state is read or written by this call. A
+        cached signature whose states changed shape or dtype is traced again.
 
         Example:
             >>> import jax.numpy as jnp
@@ -541,13 +545,13 @@ class StatefulFunction(StatefulFunctionIntrospection):
                     "arguments first."
                 )
             return self._last
-        try:
-            return self._cache[key]
-        except KeyError:
+        entry = self._cache.get(key)
+        if entry is None:
             raise ValueError(
                 f"{self.name} has no traced program for this cache key; call it with those "
                 "arguments first (keys come from get_arg_cache_key)."
-            ) from None
+            )
+        return entry
 
     def get_jaxpr_by_cache(self, key: Hashable) -> Any:
         """The closed jaxpr traced for ``key`` (from ``get_arg_cache_key``)."""
@@ -574,78 +578,18 @@ class StatefulFunction(StatefulFunctionIntrospection):
         return self._entry(key).out_shapes
 
     def clear_cache(self) -> None:
-        """Forget every traced signature."""
-        self._cache.clear()
-        self._last = None
-        self._last_program = None
+        """Forget every traced signature (the next call traces again)."""
+        with self._trace_lock:
+            self._cache.clear()
+            self._last = None
 
     def __repr__(self) -> str:
         return f"StatefulFunction({self.name}, {len(self._cache)} cached signature(s))"
 
 
-# ---------------------------------------------------------------------- shared helpers
-def check_state_avals(entry: TracedCall, state_values: Sequence[Any], expected: Sequence[tuple]) -> list:
-    """Flatten ``state_values``; raise ``_StaleTrace`` if they differ from the traced avals.
-
-    Runs only while JAX traces the compiled program, i.e. when JAX itself saw new
-    avals, so the check costs nothing on a cache hit.
-    """
-    leaves: list[Any] = []
-    for value, avals in zip(state_values, expected):
-        value_leaves = jax.tree.leaves(value)
-        if tuple(canonical_signature(x) for x in value_leaves) != avals:
-            raise StaleTraceError()
-        leaves.extend(value_leaves)
-    return leaves
-
-
-def states_changed(entry: TracedCall, values: Sequence[Any]) -> bool:
-    """True if ``values`` (one per input state) differ in shape/dtype from the trace."""
-    for value, expected in zip(values, entry.in_state_avals):
-        if tuple(canonical_signature(x) for x in jax.tree.leaves(value)) != expected:
-            return True
-    return False
-
-
-def unflatten_states(defs: Sequence[Any], flat: Sequence[Any]) -> list:
-    """Split a flat list of leaves into one pytree per treedef."""
-    values = []
-    i = 0
-    for treedef in defs:
-        n = treedef.num_leaves
-        values.append(jax.tree.unflatten(treedef, flat[i : i + n]))
-        i += n
-    return values
-
-
-def read_state_values(states: Sequence[State]) -> list:
-    """Current values of ``states``, recording the reads on any active trace stack."""
-    if CTX.stacks:
-        return [s.value for s in states]
-    return [s._value for s in states]
-
-
-def write_state_values(states: Sequence[State], values: Sequence[Any], who: str) -> None:
-    """Write results back into states, recording the writes on any active trace stack."""
-    if not states:
-        return
-    stacks = CTX.stacks
-    if not stacks:
-        probe = values[0]
-        if type(probe) is not _ArrayImpl and not is_tracer(probe) and not isinstance(probe, jax.Array):
-            probe_leaves = jax.tree.leaves(probe)  # a pytree value: look at its first leaf
-            probe = probe_leaves[0] if probe_leaves else None
-        if type(probe) is not _ArrayImpl and is_tracer(probe):
-            raise StateLeakError(
-                f"{who} writes {states[0].describe()} but was called inside a JAX transformation "
-                "that is not state-aware (such as jax.jit, jax.vmap or jax.grad), so the new "
-                "value would leak out as a tracer. Use state_transform.jit / vmap2 / grad for "
-                "the outer transformation, or do not write states in this function."
-            )
-        for state, value in zip(states, values):
-            state._value = value
-        return
-    for state, value in zip(states, values):
-        for stack in stacks[state._level :]:
-            stack._on_write(state)
-        state.restore_value(value)
+def _cell_is_set(cell: Any) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:  # a closure variable that is not bound yet
+        return False
+    return True

@@ -19,6 +19,9 @@ Example:
     Array([1., 2., 3., 4.], dtype=float32)
 """
 
+from state_core import clear_caches
+from state_core.engine import hide_library_frames
+
 from .__about__ import __version__
 from ._conditions import cond, ifelse, switch
 from ._grad import GradFunction, grad
@@ -67,4 +70,7 @@ __all__ = [
     "JacobianFunction",
     "ProgressBar",
     "clear_control_flow_caches",
+    "clear_caches",
 ]
+
+hide_library_frames(__file__)

@@ -8,7 +8,8 @@ from typing import Any, Callable, Sequence
 import jax
 import jax.extend.core as jex_core
 import jax.numpy as jnp
-from state_core import State, StateDict, StatefulFunction, TracedCall, unflatten_states
+from state_core import State, StateDict, StatefulFunction
+from state_core.engine import TracedCall, merger, api_boundary, unflatten_states
 
 __all__ = ["grad", "GradFunction"]
 
@@ -74,13 +75,17 @@ class GradFunction(StatefulFunction):
         out_defs = [jax.tree.structure(s._value) for s in entry.out_states]
         in_index = {id(s): k for k, s in enumerate(entry.in_states)}
         grad_index = [in_index.get(id(s)) for s in self._grad_state_list]
+        # A state listed twice in grad_states is differentiated once; every entry
+        # that names it receives that full gradient.
+        unique = list(dict.fromkeys(k for k in grad_index if k is not None))
+        slot = {k: j for j, k in enumerate(unique)}
         zeros = [
             jax.tree.map(lambda x: jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x)), s._value)
             for s in self._grad_state_list
         ]
         argnums = self.argnums
         arg_tuple = () if argnums is None else ((argnums,) if isinstance(argnums, int) else tuple(argnums))
-        n_args = entry.key[0]
+        n_args = entry.n_args
         for i in arg_tuple:
             if not -n_args <= i < n_args:
                 raise ValueError(
@@ -89,15 +94,17 @@ class GradFunction(StatefulFunction):
                 )
         has_aux = self.has_aux
         dyn_treedef = entry.dyn_treedef
+        merge = merger(entry)
 
-        def program(state_values: list, *dyn_leaves: Any) -> tuple[Any, list]:
+        def program(rw: list, ro: list, *dyn_leaves: Any) -> tuple[Any, list]:
+            state_values = merge(rw, ro)
             dyn_args, dyn_kwargs = jax.tree.unflatten(dyn_treedef, dyn_leaves)
-            grad_values = [state_values[k] for k in grad_index if k is not None]
+            grad_values = [state_values[k] for k in unique]
             diff_args = tuple(dyn_args[i] for i in arg_tuple)
 
             def objective(g_values: list, d_args: tuple) -> tuple[Any, tuple]:
                 values = list(state_values)
-                for k, v in zip((k for k in grad_index if k is not None), g_values):
+                for k, v in zip(unique, g_values):
                     values[k] = v
                 args = list(dyn_args)
                 for i, a in zip(arg_tuple, d_args):
@@ -112,15 +119,15 @@ class GradFunction(StatefulFunction):
             (g_states, g_args), (loss, aux, written) = jax.grad(objective, argnums=(0, 1), has_aux=True)(
                 grad_values, diff_args
             )
-            it = iter(g_states)
             state_grads = [
-                next(it) if k is not None else jax.tree.map(lambda z: jnp.zeros(z.shape, z.dtype), zero)
+                g_states[slot[k]] if k is not None else jax.tree.map(lambda z: jnp.zeros(z.shape, z.dtype), zero)
                 for k, zero in zip(grad_index, zeros)
             ]
             return (self._assemble(state_grads, g_args, loss, aux), written)
 
         return jax.jit(program)
 
+    @api_boundary
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         result = super().__call__(*args, **kwargs)
         if not self._returns_state_dict:

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import functools
+import types
+import weakref
 from typing import Any, Callable, Iterable
 
 import jax
-from state_core import StatefulFunction, TracedCall
+from state_core import StatefulFunction
+from state_core.engine import TracedCall, read_state_values
 
 __all__ = ["jit", "JittedFunction"]
+
+# Marks an in/out sharding the user did not give (``None`` is a valid sharding request).
+_UNSET = object()
 
 
 def _as_tuple(argnums: int | Iterable[int] | None) -> tuple[int, ...]:
@@ -20,21 +26,29 @@ def _as_tuple(argnums: int | Iterable[int] | None) -> tuple[int, ...]:
 class JittedFunction(StatefulFunction):
     """The callable ``jit`` returns: a ``StatefulFunction`` compiled with ``jax.jit``.
 
-    ``donate_argnums`` donates those positional arguments' buffers; ``donate_states=True``
-    also donates the buffers of the states the function writes (they are replaced
-    by the new values anyway).
+    The compiled program takes the values of the states the function writes, the
+    values of the states it only reads, and the user's arguments.
+    ``donate_argnums``, ``in_shardings``, ``out_shardings`` and the ``static_*``
+    options refer to the user's arguments and return value only, exactly as for
+    ``jax.jit``. ``donate_states=True`` donates the buffers of the states the
+    function writes (they are replaced by the new values); states it only reads
+    are never donated.
+
+    Attributes:
+        origin_fun: the function given to ``jit``.
+        stateful_fun: the ``StatefulFunction`` that traces it (this object).
 
     Example:
         >>> import jax.numpy as jnp
-        >>> from state_core import State
+        >>> from state_core import ParamState, State
         >>> from state_transform import JittedFunction
-        >>> buf = State(jnp.zeros(3))
+        >>> buf, scale = State(jnp.zeros(3)), ParamState(jnp.ones(3))
         >>> def fill(v):
-        ...     buf.value = buf.value + v
+        ...     buf.value = buf.value + v * scale.value
         >>> f = JittedFunction(fill, donate_states=True)
         >>> f(1.0); f(2.0)
-        >>> buf.value
-        Array([3., 3., 3.], dtype=float32)
+        >>> buf.value, scale.value
+        (Array([3., 3., 3.], dtype=float32), Array([1., 1., 1.], dtype=float32))
     """
 
     __module__ = "state_transform"
@@ -46,30 +60,145 @@ class JittedFunction(StatefulFunction):
         static_argnames: str | Iterable[str] = (),
         donate_argnums: int | Iterable[int] = (),
         donate_states: bool = False,
+        *,
+        name: str | None = None,
+        in_shardings: Any = _UNSET,
+        out_shardings: Any = _UNSET,
+        cache_size: int | None = None,
         **jit_kwargs: Any,
     ) -> None:
-        super().__init__(fun, static_argnums, static_argnames)
+        super().__init__(fun, static_argnums, static_argnames, name=name, cache_size=cache_size)
+        self.origin_fun = fun
         self.donate_argnums = _as_tuple(donate_argnums)
         self.donate_states = donate_states
+        self.in_shardings = in_shardings
+        self.out_shardings = out_shardings
         self.jit_kwargs = jit_kwargs
+        self._bound: dict[int, tuple[Any, JittedFunction]] = {}
         functools.update_wrapper(self, fun, updated=())
+
+    @property
+    def stateful_fun(self) -> StatefulFunction:
+        """The ``StatefulFunction`` tracing ``origin_fun`` (for introspection)."""
+        return self
+
+    # ------------------------------------------------------------------ program
+    def _dynamic_positions(self, entry: TracedCall) -> list[int]:
+        static = {i if i >= 0 else i + entry.n_args for i in self.static_argnums}
+        return [i for i in range(entry.n_args) if i not in static]
+
+    def _leaf_ranges(self, entry: TracedCall) -> list[tuple[int, int, int]]:
+        """``(user position, first leaf, end leaf)`` for each dynamic positional argument."""
+        dyn_args, _ = jax.tree.unflatten(entry.dyn_treedef, [0] * entry.dyn_treedef.num_leaves)
+        ranges = []
+        leaf = 0
+        for position, arg in zip(self._dynamic_positions(entry), dyn_args):
+            n = len(jax.tree.leaves(arg))
+            ranges.append((position, leaf, leaf + n))
+            leaf += n
+        return ranges
+
+    def _program_in_shardings(self, entry: TracedCall) -> tuple:
+        dyn_args, dyn_kwargs = jax.tree.unflatten(entry.dyn_treedef, [0] * entry.dyn_treedef.num_leaves)
+        given = self.in_shardings
+        if not isinstance(given, (tuple, list)):
+            given = (given,) * len(dyn_args)
+        if len(given) != len(dyn_args):
+            raise ValueError(
+                f"jit: in_shardings has {len(given)} entries but {self.name} was called with "
+                f"{len(dyn_args)} non-static positional argument(s); give one sharding (or None) "
+                "per argument, or a single sharding for all."
+            )
+        leaf_shardings: list[Any] = []
+        for arg, sharding in zip(dyn_args, given):
+            leaves = jax.tree.leaves(arg)
+            if sharding is None or isinstance(sharding, jax.sharding.Sharding):
+                leaf_shardings.extend([sharding] * len(leaves))
+            else:  # a pytree of shardings matching the argument
+                leaf_shardings.extend(jax.tree.leaves(sharding, is_leaf=lambda x: x is None))
+        leaf_shardings.extend([None] * len(jax.tree.leaves(dyn_kwargs)))
+        n_rw, n_ro = len(entry.rw_index), len(entry.ro_index)
+        return ([None] * n_rw, [None] * n_ro, *leaf_shardings)
 
     def _compile(self, entry: TracedCall) -> Callable[..., Any]:
         donate: list[int] = []
-        if self.donate_states and entry.out_states:
-            donate.append(0)
+        if self.donate_states and entry.rw_index:
+            donate.append(0)  # written states only: argument 1 holds the read-only ones
         if self.donate_argnums:
-            dyn_args, _ = jax.tree.unflatten(entry.dyn_treedef, [0] * entry.dyn_treedef.num_leaves)
-            wanted = {i if i >= 0 else i + entry.key[0] for i in self.donate_argnums}
-            static = {i if i >= 0 else i + entry.key[0] for i in self.static_argnums}
-            leaf = 1
-            dyn_positions = [i for i in range(entry.key[0]) if i not in static]
-            for position, arg in zip(dyn_positions, dyn_args):
-                n = len(jax.tree.leaves(arg))
+            wanted = {i if i >= 0 else i + entry.n_args for i in self.donate_argnums}
+            for position, start, end in self._leaf_ranges(entry):
                 if position in wanted:
-                    donate.extend(range(leaf, leaf + n))
-                leaf += n
-        return jax.jit(self._pure_function(entry), donate_argnums=tuple(donate), **self.jit_kwargs)
+                    donate.extend(range(2 + start, 2 + end))
+        kwargs = dict(self.jit_kwargs)
+        if self.in_shardings is not _UNSET:
+            kwargs["in_shardings"] = self._program_in_shardings(entry)
+        if self.out_shardings is not _UNSET:
+            kwargs["out_shardings"] = (self.out_shardings, None)
+        return jax.jit(self._pure_function(entry), donate_argnums=tuple(donate), **kwargs)
+
+    def _runs_on_several_devices(self, entry: TracedCall) -> bool:
+        # A state that lives on a mesh makes the program span its devices.
+        for state in entry.in_states:
+            for leaf in jax.tree.leaves(state._value):
+                sharding = getattr(leaf, "sharding", None)
+                if sharding is not None and len(sharding.device_set) > 1:
+                    return True
+        return False
+
+    # ------------------------------------------------------------------ jax.jit's extras
+    def lower(self, *args: Any, **kwargs: Any) -> Any:
+        """Lower the program for these arguments (``jax.stages.Lowered``); runs nothing.
+
+        Its arguments are the written states' values, the read-only states' values
+        and the user's arguments.
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> from state_core import State
+            >>> from state_transform import jit
+            >>> s = State(jnp.ones(2))
+            >>> f = jit(lambda x: s.value * x)
+            >>> 'mul' in f.lower(2.0).as_text()
+            True
+        """
+        entry, leaves = self._lookup(args, kwargs)
+        rw, ro = entry.split_values(read_state_values(entry.in_states))
+        return entry.compiled.lower(rw, ro, *leaves)
+
+    def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
+        """The ``jax.ShapeDtypeStruct`` tree of the return value, without running or writing anything.
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> from state_transform import jit
+            >>> jit(lambda x: x.sum(0)).eval_shape(jnp.ones((3, 4)))
+            ShapeDtypeStruct(shape=(4,), dtype=float32)
+        """
+        return self._lookup(args, kwargs)[0].out_shapes
+
+    def __get__(self, obj: Any, objtype: type | None = None) -> Any:
+        """Used as a method decorator: one jitted function per instance, bound to it."""
+        if obj is None:
+            return self
+        key = id(obj)
+        found = self._bound.get(key)
+        if found is not None and found[0]() is obj:
+            return found[1]
+        bound = JittedFunction(
+            types.MethodType(self.origin_fun, obj),
+            tuple(i - 1 for i in self.static_argnums if i > 0),
+            self.static_argnames,
+            tuple(i - 1 for i in self.donate_argnums if i > 0),
+            self.donate_states,
+            name=self.name,
+            in_shardings=self.in_shardings,
+            out_shardings=self.out_shardings,
+            cache_size=self._cache.maxsize,
+            **self.jit_kwargs,
+        )
+        bound_cache = self._bound
+        self._bound[key] = (weakref.ref(obj, lambda _ref: bound_cache.pop(key, None)), bound)
+        return bound
 
 
 def jit(
@@ -84,9 +213,12 @@ def jit(
 
     The function runs once per new argument signature (to trace it); later calls
     run the compiled program and write the new state values back. Works as
-    ``jit(fn)``, ``@jit`` or ``@jit(static_argnums=...)``, and composes with
-    ``vmap2``, ``pmap2``, ``grad`` and itself. Extra keyword arguments go to
-    ``jax.jit``.
+    ``jit(fn)``, ``@jit``, ``@jit(static_argnums=...)`` and on methods (one
+    compiled function per instance), and composes with ``vmap2``, ``pmap2``,
+    ``grad`` and itself. ``name=`` labels it in messages; other keyword arguments
+    (``in_shardings``, ``out_shardings``, ...) go to ``jax.jit`` and apply to the
+    user's arguments and return value. ``.lower(...)`` and ``.eval_shape(...)``
+    work as on a ``jax.jit`` function.
 
     Example:
         >>> import jax.numpy as jnp

@@ -1,22 +1,14 @@
-"""Random keys per lane, and the call path shared by the mapping engines."""
+"""Random keys per lane, shared by the mapping engines (vmap2/pmap2 and shard_map)."""
 
 from __future__ import annotations
 
 from typing import Any, Hashable, Sequence
 
 import jax
-from state_core import (
-    StaleTraceError,
-    State,
-    TracedCall,
-    active_trace_stacks,
-    read_state_values,
-    states_changed,
-    write_state_values,
-)
+from state_core import State, active_trace_stacks
 from state_random import split_for_lanes
 
-__all__ = ["give_lanes_their_keys", "LaneProgramCalls"]
+__all__ = ["give_lanes_their_keys", "advance_keys"]
 
 
 def give_lanes_their_keys(
@@ -38,56 +30,6 @@ def give_lanes_their_keys(
         values[k] = lane_keys[index]
         next_keys.append(next_key)
     return values, next_keys
-
-
-class LaneProgramCalls:
-    """The call path of an engine whose compiled program splits random keys per lane.
-
-    Mixed into ``StatefulFunction`` subclasses (``StatefulMapping``, ``shard_map``)
-    whose traced entries carry ``extra["split_positions"]`` and
-    ``extra["write_back"]``. A call gathers the state values, runs the cached
-    program and writes the results back. If the program fails because the states
-    changed shape since the trace, it traces again; any other failure leaves every
-    state as it was, except that split random keys advance (a retry never reuses
-    the same randomness).
-    """
-
-    def _num_lanes(self, entry: TracedCall) -> int:
-        raise NotImplementedError
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        hit, out = self._call_last_program(args, kwargs)
-        if hit:
-            return out
-        out, entry = self._call_by_key(args, kwargs)
-        self._remember(entry)
-        return out
-
-    def _call_by_key(self, args: tuple, kwargs: dict) -> tuple[Any, TracedCall]:
-        entry, leaves = self._lookup(args, kwargs)
-        values = read_state_values(entry.in_states)
-        try:
-            out, new_values = self._run(entry, values, leaves)
-        except Exception as err:
-            if not isinstance(err, StaleTraceError) and not states_changed(entry, values):
-                self._advance_random_states(entry, values)
-                raise
-            entry, leaves = self._retrace(entry, args, kwargs)
-            values = read_state_values(entry.in_states)
-            try:
-                out, new_values = self._run(entry, values, leaves)
-            except Exception:
-                self._advance_random_states(entry, values)
-                raise
-        write_state_values(self._states_to_write(entry), new_values, self.name)
-        return out, entry
-
-    def _advance_random_states(self, entry: TracedCall, values: list) -> None:
-        advance_keys(
-            [entry.in_states[k] for k in entry.extra["split_positions"]],
-            [values[k] for k in entry.extra["split_positions"]],
-            self._num_lanes(entry),
-        )
 
 
 def advance_keys(states: Sequence[State], keys: Sequence[Any], num_lanes: int | None) -> None:

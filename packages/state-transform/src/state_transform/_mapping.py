@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import threading
 import warnings
+import weakref
 from typing import Any, Callable, Hashable, Iterable
 
 import jax
 import jax.extend.core as jex_core
-from state_core import (
-    StaleTraceError,
-    State,
-    StatefulFunction,
-    TracedCall,
-    states_of_callable,
-    leaf_signature,
-    unflatten_states,
-)
+from state_core import State, StatefulFunction, states_of_callable
+from state_core.engine import TracedCall, merger, unflatten_states
 from state_random import is_random_state, is_single_key, split_for_lanes
 
 from ._axes import (
@@ -31,11 +26,11 @@ from ._axes import (
     remove_axis,
 )
 from ._dependence import varying_outputs
-from ._lanes import LaneProgramCalls, advance_keys, give_lanes_their_keys
+from ._lanes import advance_keys, give_lanes_their_keys
 
 __all__ = ["StatefulMapping"]
 
-_POLICIES = ("raise", "warn", "ignore")
+_POLICIES = ("raise", "warn", "ignore", "auto")
 _SPLIT = "split"  # mode of a RandomState whose single key is split into one key per lane
 
 
@@ -54,7 +49,60 @@ class _PmapTraces(threading.local):
 _PMAP_TRACES = _PmapTraces()
 
 
-class StatefulMapping(LaneProgramCalls, StatefulFunction):
+@dataclasses.dataclass
+class _MappingTrace:
+    """What one trace of a ``StatefulMapping`` learns while the user function runs."""
+
+    paths: dict
+    size_guess: int | None = None
+    modes: dict = dataclasses.field(default_factory=dict)
+    sizes: list = dataclasses.field(default_factory=list)
+    split: list = dataclasses.field(default_factory=list)
+    size_used: int | None = None
+    leaf_positions: list = dataclasses.field(default_factory=list)
+    leaf_axes: list = dataclasses.field(default_factory=list)
+    arg_avals: list = dataclasses.field(default_factory=list)
+
+    def restart(self, size_guess: int) -> None:
+        """Forget the first trace before tracing again with the axis size now known."""
+        self.__init__(paths=self.paths, size_guess=size_guess)  # type: ignore[misc]
+
+
+@dataclasses.dataclass
+class MappingPlan:
+    """How a traced signature of a ``StatefulMapping`` is mapped (``TracedCall.plan``).
+
+    Attributes:
+        axis_size: the number of lanes.
+        axis_name: the axis name bound in the program (a private one if the user gave none).
+        in_modes: per input state: its mapped axis, None (broadcast) or ``'split'``
+            (a RandomState whose key is split into one key per lane).
+        split_positions: indices into ``in_states`` of the split RandomStates.
+        lane_written_mask: per written state, whether the lanes return it.
+        lane_written_axes: the out axis of each lane-written state.
+        leaf_axes: the mapped axis of each dynamic argument leaf.
+        leaf_positions: the positional index of each dynamic leaf (None for keywords).
+        mapped_inputs: whether any argument or state is mapped (else a lane index is).
+        out_varying: per output leaf, whether it differs across lanes.
+        arg_avals: the (batched) abstract value of each dynamic argument leaf.
+        program: the mapped program before ``jax.jit`` (set when compiling).
+    """
+
+    axis_size: int
+    axis_name: Hashable
+    in_modes: list
+    split_positions: list
+    lane_written_mask: list
+    lane_written_axes: list
+    leaf_axes: list
+    leaf_positions: list
+    mapped_inputs: bool
+    out_varying: list
+    arg_avals: list
+    program: Callable[..., Any] | None = None
+
+
+class StatefulMapping(StatefulFunction):
     """Map a function that reads and writes States over an axis, with a cached compiled program.
 
     This is the engine behind ``vmap2`` and ``pmap2``. On the first call with a
@@ -78,8 +126,11 @@ class StatefulMapping(LaneProgramCalls, StatefulFunction):
         unexpected_out_state_mapping: what to do with a written state that no
             ``state_out_axes`` entry covers and whose new value differs across
             lanes: ``'raise'`` (error naming the state), ``'warn'`` (warn, then
-            stack it on axis 0) or ``'ignore'`` (stack it on axis 0). A written
-            state whose new value is the same on every lane is written back as is.
+            stack it), ``'ignore'`` or ``'auto'`` (stack it silently; brainstate's
+            name). A stacked state goes out on the axis it came in on, else on axis
+            0, and later calls feed its stacked value per lane, so it keeps its
+            shape. A written state whose new value is the same on every lane is
+            written back as is.
         static_argnums, static_argnames: arguments that are compile-time constants.
         axis_size: the size of the mapped axis when no argument or state gives it.
         axis_name: the name of the mapped axis, for collectives such as ``psum``.
@@ -151,7 +202,8 @@ class StatefulMapping(LaneProgramCalls, StatefulFunction):
         # positional arguments to donate.
         self._device_limit: Callable[[], int] | None = None
         self._donate_positions: frozenset[int] = frozenset()
-        self._scratch: dict[str, Any] | None = None
+        # Undeclared written states this mapping stacked on an axis: id -> (weakref, axis).
+        self._stacked: dict[int, tuple[Any, int]] = {}
 
     # ------------------------------------------------------------------ naming states
     def _state_label(self, state: State, paths: dict[int, tuple]) -> str:
@@ -160,134 +212,136 @@ class StatefulMapping(LaneProgramCalls, StatefulFunction):
             return f"{type(state).__name__} at path '{'.'.join(map(str, path))}'"
         return state.describe()
 
-    def _resolve(self, state: State, axes: dict, paths: dict[int, tuple]) -> Any:
+    def _resolve_axis(self, state: State, axes: dict, paths: dict[int, tuple]) -> Any:
         return first_match(axes.items(), paths.get(id(state), ()), state, _UNDECLARED)
 
+    def _in_axis(self, state: State, value: Any, paths: dict[int, tuple]) -> Any:
+        """The axis ``state`` is mapped on the way in, including an axis this mapping stacked it on."""
+        axis = self._resolve_axis(state, self.state_in_axes, paths)
+        if axis is not _UNDECLARED:
+            return axis
+        stacked = self._stacked.get(id(state))
+        if stacked is None or stacked[0]() is not state:
+            return _UNDECLARED
+        leaves = jax.tree.leaves(value)
+        if not leaves or stacked[1] >= len(jax.numpy.shape(leaves[0])):
+            return _UNDECLARED  # the user reset it to an unstacked value
+        return stacked[1]
+
     # ------------------------------------------------------------------ tracing hooks
-    def _trace(self, key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs) -> TracedCall:
-        outer = self._scratch
-        paths = states_of_callable(self.origin_fun).paths_by_state()
-        guess = None
+    def _new_trace_context(self) -> _MappingTrace:
+        return _MappingTrace(paths=states_of_callable(self.origin_fun).paths_by_state())
+
+    def _trace(self, ctx: _MappingTrace, key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs) -> TracedCall:
         is_pmap = self.mapping_fn is jax.pmap
-        try:
-            for _ in range(2):
-                self._scratch = {"paths": paths, "modes": {}, "sizes": [], "size_guess": guess, "split": []}
-                _PMAP_TRACES.depth += is_pmap
-                try:
-                    entry = super()._trace(key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs)
-                except Exception:
-                    self._advance_after_failed_trace()
-                    raise
-                finally:
-                    _PMAP_TRACES.depth -= is_pmap
-                entry.extra.update(self._scratch)
-                size = self._decide_axis_size(entry.extra["sizes"])
-                used = self._scratch.get("size_used")
-                if self.axis_name is None or used is None or used == size:
-                    return entry
-                # The axis size came from a state discovered mid-trace, and the function
-                # used the named axis: trace again with the real size bound.
-                guess = size
-            return entry
-        finally:
-            self._scratch = outer
+        for _ in range(2):
+            _PMAP_TRACES.depth += is_pmap
+            ok = False
+            try:
+                entry = super()._trace(ctx, key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs)
+                ok = True
+            finally:
+                _PMAP_TRACES.depth -= is_pmap
+                if not ok:
+                    self._advance_after_failed_trace(ctx)
+            size = self._decide_axis_size(ctx.sizes)
+            if self.axis_name is None or ctx.size_used is None or ctx.size_used == size:
+                return entry
+            # The axis size came from a state discovered mid-trace, and the function
+            # used the named axis: trace again with the real size bound.
+            ctx.restart(size)
+        return entry
 
-    def _advance_after_failed_trace(self) -> None:
+    def _advance_after_failed_trace(self, ctx: _MappingTrace) -> None:
         # Randomness is consumed even by a failed call, so a retry draws new numbers.
-        scratch = self._scratch
-        try:
-            size = self._decide_axis_size(scratch["sizes"])
-        except ValueError:
-            return
-        advance_keys(scratch["split"], [s._value for s in scratch["split"]], size)
+        sizes = list(ctx.sizes)
+        if self.axis_size is not None:
+            sizes.append((self.axis_size, "axis_size"))
+        if len({s for s, _ in sizes}) != 1:
+            return  # no consistent size: the error being raised says why
+        advance_keys(ctx.split, [s._value for s in ctx.split], sizes[0][0])
 
-    def _axis_env(self) -> list[tuple[Any, int]] | None:
+    def _axis_env(self, ctx: _MappingTrace) -> list[tuple[Any, int]] | None:
         if self.axis_name is None:
             return None
-        scratch = self._scratch
-        size = scratch["size_guess"]
+        size = ctx.size_guess
         if size is None:
-            sizes = scratch["sizes"]
-            size = sizes[0][0] if sizes else (self.axis_size or self._known_state_size() or 1)
-        scratch["size_used"] = size
+            sizes = ctx.sizes
+            size = sizes[0][0] if sizes else (self.axis_size or self._known_state_size(ctx) or 1)
+        ctx.size_used = size
         return [(self.axis_name, size)]
 
-    def _known_state_size(self) -> int | None:
+    def _known_state_size(self, ctx: _MappingTrace) -> int | None:
         """The mapped size of the first mapped state reachable from the mapped object, if any."""
-        paths = self._scratch["paths"]
         for state in states_of_callable(self.origin_fun).values():
-            axis = self._resolve(state, self.state_in_axes, paths)
+            axis = self._in_axis(state, state._value, ctx.paths)
             if isinstance(axis, int) and not isinstance(axis, bool):
                 leaves = jax.tree.leaves(state._value)
                 if leaves and -len(jax.numpy.shape(leaves[0])) <= axis < len(jax.numpy.shape(leaves[0])):
                     return jax.numpy.shape(leaves[0])[axis]
         return None
 
-    def _abstract_inputs(self, dyn_args: tuple, dyn_kwargs: dict, leaves: list) -> list:
-        scratch = self._scratch
+    def _abstract_inputs(self, ctx: _MappingTrace, dyn_args: tuple, dyn_kwargs: dict, leaves: list) -> list:
         n_static = len(self.static_argnums)
         static_positions = frozenset(
             (i + len(dyn_args) + n_static) if i < 0 else i for i in self.static_argnums
         )
         all_args = _interleave_statics(dyn_args, static_positions)
         axes, labels, positions = leaf_in_axes(self.in_axes, all_args, dyn_kwargs, static_positions)
-        scratch["leaf_positions"] = positions
+        ctx.leaf_positions = positions
         abstract = []
         checked_axes = []
         for leaf, axis, label in zip(leaves, axes, labels):
             aval = jax.typeof(leaf)
+            ctx.arg_avals.append(jax.core.ShapedArray(aval.shape, aval.dtype, weak_type=aval.weak_type))
             axis = check_axis(axis, len(aval.shape), label, aval.shape)
             if axis is not None:
-                scratch["sizes"].append((aval.shape[axis], label))
+                ctx.sizes.append((aval.shape[axis], label))
             checked_axes.append(axis)
             abstract.append(remove_axis(aval, axis))
-        scratch["leaf_axes"] = checked_axes
+        ctx.leaf_axes = checked_axes
         return abstract
 
-    def _state_input_avals(self, state: State, value: Any) -> Any:
-        scratch = self._scratch
-        paths = scratch["paths"]
-        axis = self._resolve(state, self.state_in_axes, paths)
+    def _state_input_avals(self, ctx: _MappingTrace, state: State, value: Any) -> Any:
+        paths = ctx.paths
+        axis = self._in_axis(state, value, paths)
         if axis is not None and is_random_state(state) and is_single_key(value):
             # One key for the whole call: give every lane its own key (an explicit
             # None in state_in_axes instead broadcasts the same key to all lanes).
-            scratch["modes"][id(state)] = _SPLIT
-            scratch["split"].append(state)
-            return super()._state_input_avals(state, value)
+            ctx.modes[id(state)] = _SPLIT
+            ctx.split.append(state)
+            return super()._state_input_avals(ctx, state, value)
         if axis is _UNDECLARED or axis is None:
-            scratch["modes"][id(state)] = None
-            return super()._state_input_avals(state, value)
+            ctx.modes[id(state)] = None
+            return super()._state_input_avals(ctx, state, value)
         label = self._state_label(state, paths)
         avals = []
         leaves, treedef = jax.tree.flatten(value)
         for leaf in leaves:
             aval = jax.typeof(leaf)
             ax = check_axis(axis, len(aval.shape), f"{label} (from state_in_axes)", aval.shape)
-            scratch["sizes"].append((aval.shape[ax], label))
+            ctx.sizes.append((aval.shape[ax], label))
             avals.append(remove_axis(aval, ax))
-        scratch["modes"][id(state)] = axis if axis >= 0 else axis + len(jax.typeof(leaves[0]).shape)
+        ctx.modes[id(state)] = axis if axis >= 0 else axis + len(jax.typeof(leaves[0]).shape)
         return jax.tree.unflatten(treedef, avals)
 
-    def _after_trace(self, entry: TracedCall, dyn_args: tuple, dyn_kwargs: dict) -> None:
-        extra = entry.extra
-        paths = extra["paths"]
-        modes = extra["modes"]
-        size = self._decide_axis_size(extra["sizes"])
-        extra["axis_size"] = size
+    def _after_trace(self, ctx: _MappingTrace, entry: TracedCall, dyn_args: tuple, dyn_kwargs: dict) -> None:
+        paths = ctx.paths
+        modes = ctx.modes
+        size = self._decide_axis_size(ctx.sizes)
         in_modes = [modes[id(s)] for s in entry.in_states]
-        split_states = [s for s, m in zip(entry.in_states, in_modes) if m == _SPLIT]
+        split_positions = [k for k, m in enumerate(in_modes) if m == _SPLIT]
+        split_states = [entry.in_states[k] for k in split_positions]
         split_ids = {id(s) for s in split_states}
 
         # Which written values differ between lanes (decides undeclared writes).
         varying_in = []
         for state, mode in zip(entry.in_states, in_modes):
             varying_in.extend([mode is not None] * len(jax.tree.leaves(state._value)))
-        varying_in.extend(axis is not None for axis in extra["leaf_axes"])
+        varying_in.extend(axis is not None for axis in ctx.leaf_axes)
         axis_name = self.axis_name if self.axis_name is not None else _private_axis_name()
-        extra["axis_name"] = axis_name
         varying = varying_outputs(entry.closed_jaxpr.jaxpr, varying_in, self.axis_name)
         written_varying = varying[entry.n_out_leaves :]
-        extra["out_varying"] = varying[: entry.n_out_leaves]
 
         lane_written: list[State] = []
         lane_written_axes: list = []
@@ -302,17 +356,35 @@ class StatefulMapping(LaneProgramCalls, StatefulFunction):
                 continue
             lane_written_mask.append(True)
             lane_written.append(state)
-            lane_written_axes.append(self._out_axis(state, state_varies, paths))
+            lane_written_axes.append(self._out_axis(state, state_varies, paths, modes.get(id(state))))
             if n:
                 ndim = max(1, jax.numpy.ndim(jax.tree.leaves(state._value)[0]))
                 label = self._state_label(state, paths)
                 check_state_in_out_axes(self.name, label, modes.get(id(state)), lane_written_axes[-1], ndim)
         check_out_axes(self.out_axes, entry.out_shapes, self.name)
-        extra["in_modes"] = in_modes
-        extra["split_positions"] = [k for k, m in enumerate(in_modes) if m == _SPLIT]
-        extra["lane_written_mask"] = lane_written_mask
-        extra["lane_written_axes"] = lane_written_axes
-        entry.extra["write_back"] = lane_written + split_states
+        entry.plan = MappingPlan(
+            axis_size=size,
+            axis_name=axis_name,
+            in_modes=in_modes,
+            split_positions=split_positions,
+            lane_written_mask=lane_written_mask,
+            lane_written_axes=lane_written_axes,
+            leaf_axes=list(ctx.leaf_axes),
+            leaf_positions=list(ctx.leaf_positions),
+            mapped_inputs=bool(ctx.sizes),
+            out_varying=varying[: entry.n_out_leaves],
+            arg_avals=list(ctx.arg_avals),
+        )
+        entry.write_back = lane_written + split_states
+        if split_positions:
+
+            def advance_on_failure(values: list) -> None:
+                advance_keys(split_states, [values[k] for k in split_positions], size)
+
+            entry.on_failure = advance_on_failure
+
+    def _runs_on_several_devices(self, entry: TracedCall) -> bool:
+        return self.mapping_fn is jax.pmap
 
     def _decide_axis_size(self, sizes: list[tuple[int, str]]) -> int:
         sizes = list(sizes)
@@ -341,8 +413,8 @@ class StatefulMapping(LaneProgramCalls, StatefulFunction):
             )
         return size
 
-    def _out_axis(self, state: State, varies: bool, paths: dict[int, tuple]) -> Any:
-        axis = self._resolve(state, self.state_out_axes, paths)
+    def _out_axis(self, state: State, varies: bool, paths: dict[int, tuple], in_mode: Any = None) -> Any:
+        axis = self._resolve_axis(state, self.state_out_axes, paths)
         label = self._state_label(state, paths)
         if axis is not _UNDECLARED:
             if axis is None and varies:
@@ -355,36 +427,42 @@ class StatefulMapping(LaneProgramCalls, StatefulFunction):
         if not varies:
             return None
         policy = self.unexpected_out_state_mapping
+        # A state that came in mapped goes out on the same axis; otherwise axis 0.
+        axis = in_mode if isinstance(in_mode, int) else 0
+        fix = f"state_out_axes={{{axis}: {type(state).__name__}}}"
         message = (
             f"{self.name}: {label} is written with a value that differs across the mapped axis, "
             "but no state_out_axes entry covers it"
         )
         if policy == "raise":
             raise ValueError(
-                message + ". Add it to state_out_axes (e.g. {0: OfType(...)}), or pass "
-                "unexpected_out_state_mapping='ignore' to stack it on axis 0."
+                f"{message}. Declare it, e.g. {fix} or {{{axis}: OfType({type(state).__name__})}}, "
+                f"or pass unexpected_out_state_mapping='auto' to stack it on axis {axis}."
             )
         if policy == "warn":
-            warnings.warn(message + "; it is stacked on axis 0.", UserWarning, stacklevel=5)
-        return 0
+            warnings.warn(
+                f"{message}; it is stacked on axis {axis}. To declare it (and silence this "
+                f"warning), add an entry such as {{{axis}: OfType({type(state).__name__})}} to "
+                "state_out_axes.",
+                UserWarning,
+                stacklevel=5,
+            )
+        # Remember the decision: on later calls the now-stacked value is fed per lane,
+        # so a read-modify-write state does not gain an axis on every call.
+        self._stacked[id(state)] = (weakref.ref(state), axis)
+        return axis
 
     # ------------------------------------------------------------------ compiling
     def _compile(self, entry: TracedCall) -> Callable[..., Any]:
-        extra = entry.extra
+        plan: MappingPlan = entry.plan
         run = jex_core.jaxpr_as_fun(entry.closed_jaxpr)
         n_out = entry.n_out_leaves
         out_treedef = entry.out_treedef
         out_defs = [jax.tree.structure(s._value) for s in entry.out_states]
-        size = extra["axis_size"]
-        axis_name = extra["axis_name"]
-        split_positions = extra["split_positions"]
-        mask = extra["lane_written_mask"]
-        invars = entry.closed_jaxpr.jaxpr.invars
-        lane_avals = [_signature_of_aval(v.aval) for v in invars[: entry.n_in_state_leaves]]
-        arg_avals = [_signature_of_aval(v.aval) for v in invars[entry.n_in_state_leaves :]]
-        # The checks in `lane` validate arguments too, so a call may reuse this entry
-        # without computing its cache key (see LaneProgramCalls.__call__).
-        extra["validates_args"] = True
+        size = plan.axis_size
+        axis_name = plan.axis_name
+        split_positions = plan.split_positions
+        mask = plan.lane_written_mask
 
         kwargs = dict(self.mapping_kwargs)
         mapping_fn = self.mapping_fn
@@ -397,12 +475,11 @@ class StatefulMapping(LaneProgramCalls, StatefulFunction):
         # Under vmap the keys are split once, before mapping (a slice per lane); other
         # mapping primitives split inside each lane and pick the lane's key by index.
         split_before = mapping_fn is jax.vmap
+        # When nothing is mapped (the size comes from axis_size alone) a dummy lane
+        # index array is mapped instead: jax.pmap needs at least one mapped input.
+        lanes = None if plan.mapped_inputs else jax.numpy.arange(size, dtype=jax.numpy.int32)
 
         def lane(state_values: list, *dyn_leaves: Any) -> tuple[Any, list, list]:
-            # Runs only when JAX (re)traces the mapped program, i.e. on new input avals:
-            # if the states or arguments changed since our trace, the jaxpr is stale.
-            if jax.lax.axis_size(axis_name) != size:
-                raise StaleTraceError()
             if split_before:
                 values, next_keys = state_values, []
             else:
@@ -410,60 +487,86 @@ class StatefulMapping(LaneProgramCalls, StatefulFunction):
             leaves = []
             for value in values:
                 leaves.extend(jax.tree.leaves(value))
-            if [leaf_signature(x) for x in leaves] != lane_avals:
-                raise StaleTraceError()
             if lanes is not None:
                 dyn_leaves = dyn_leaves[:-1]
-            if [leaf_signature(x) for x in dyn_leaves] != arg_avals:
-                raise StaleTraceError()
             flat = run(*leaves, *dyn_leaves)
             out = jax.tree.unflatten(out_treedef, flat[:n_out])
             written = [v for v, keep in zip(unflatten_states(out_defs, flat[n_out:]), mask) if keep]
             return out, written, next_keys
 
         split_axis = 0 if split_before else None
-        in_axes = [split_axis if m == _SPLIT else m for m in extra["in_modes"]]
-        leaf_axes = list(extra["leaf_axes"])
-        # When nothing is mapped (the size comes from axis_size alone) a dummy lane
-        # index array is mapped instead: jax.pmap needs at least one mapped input.
-        lanes = None if extra["sizes"] else jax.numpy.arange(size, dtype=jax.numpy.int32)
+        in_axes = [split_axis if m == _SPLIT else m for m in plan.in_modes]
+        leaf_axes = list(plan.leaf_axes)
         if lanes is not None:
             leaf_axes.append(0)
         if self._donate_positions:
             kwargs["donate_argnums"] = tuple(
-                1 + j for j, p in enumerate(extra["leaf_positions"]) if p in self._donate_positions
+                1 + j for j, p in enumerate(plan.leaf_positions) if p in self._donate_positions
             )
         mapped = mapping_fn(
             lane,
             in_axes=(in_axes, *leaf_axes),
             out_axes=(
                 self.out_axes,
-                extra["lane_written_axes"],
+                plan.lane_written_axes,
                 [] if split_before else [None] * len(split_positions),
             ),
             axis_name=axis_name,
             **kwargs,
         )
+        merge = merger(entry)
 
-        def program(state_values: list, *dyn_leaves: Any) -> tuple[Any, list]:
+        def program(rw: list, ro: list, *dyn_leaves: Any) -> tuple[Any, list]:
+            state_values = merge(rw, ro)
             if lanes is not None:
                 dyn_leaves = (*dyn_leaves, lanes)
             keys_after = []
             if split_before and split_positions:
-                state_values = list(state_values)
                 for k in split_positions:
                     state_values[k], next_key = split_for_lanes(state_values[k], size)
                     keys_after.append(next_key)
             out, written, next_keys = mapped(state_values, *dyn_leaves)
             return out, written + next_keys + keys_after
 
+        plan.program = program
         if hasattr(mapped, "lower"):  # already compiled: jax.pmap, or a jitted mapping
             return program
         return jax.jit(program)
 
-    # ------------------------------------------------------------------ calling
-    def _num_lanes(self, entry: TracedCall) -> int:
-        return entry.extra["axis_size"]
+    # ------------------------------------------------------------------ introspection
+    def get_jaxpr_by_cache(self, key: Hashable) -> Any:
+        """The MAPPED program traced for ``key``: batched arguments first, then the state values.
+
+        Its outputs are the mapped return value and the new values of the written
+        states (per-lane jaxpr: ``get_traced_call(key).closed_jaxpr``).
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> from state_core import State
+            >>> from state_transform import vmap2
+            >>> s = State(jnp.array(1.0))
+            >>> f = vmap2(lambda x: x + s.value)
+            >>> x = jnp.array([1.0, 2.0])
+            >>> _ = f(x)
+            >>> str(f.get_jaxpr_by_cache(f.get_arg_cache_key(x))).startswith('{ lambda ; a:f32[2] b:f32[].')
+            True
+        """
+        entry = self._entry(key)
+        plan: MappingPlan = entry.plan
+        n_dyn = len(plan.arg_avals)
+        state_defs = [jax.tree.structure(s._value) for s in entry.in_states]
+        state_avals = [
+            jax.core.ShapedArray(shape, dtype, weak_type=weak)
+            for sigs in entry.in_state_avals
+            for shape, dtype, weak in sigs
+        ]
+
+        def mapped(*flat: Any) -> tuple[Any, list]:
+            values = unflatten_states(state_defs, flat[n_dyn:])
+            rw, ro = entry.split_values(values)
+            return plan.program(rw, ro, *flat[:n_dyn])
+
+        return jax.make_jaxpr(mapped)(*plan.arg_avals, *state_avals)
 
     def __repr__(self) -> str:
         return (
@@ -479,10 +582,6 @@ class _Undeclared:
 
 
 _UNDECLARED = _Undeclared()
-
-
-def _signature_of_aval(aval: Any) -> tuple:
-    return (aval.shape, aval.dtype, aval.weak_type)
 
 
 def _interleave_statics(dyn_args: tuple, static_positions: frozenset[int]) -> tuple:

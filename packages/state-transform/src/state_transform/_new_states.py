@@ -6,9 +6,8 @@ from typing import Any, Callable, Dict, List
 
 import jax
 import jax.numpy as jnp
-from state_core import State, StateTraceStack, TracedCall, active_trace_stacks, catch_new_states, collect_states
-from state_core._jax_internals import is_batched, is_eager
-from state_core._trace import private_state_values
+from state_core import State, StateTraceStack, active_trace_stacks, catch_new_states, collect_states
+from state_core.engine import TracedCall, is_batched, is_eager, private_state_values
 from state_random import is_random_state, is_single_key, split_for_lanes
 
 from ._axes import first_match, normalize_state_axes
@@ -27,7 +26,7 @@ class _NewStateMapping(StatefulMapping):
 
     def _compile(self, entry: TracedCall) -> Callable[..., Any]:
         self.out_axes, states = self._out_axes_of()
-        varying = entry.extra["out_varying"]
+        varying = entry.plan.out_varying
         i = 0
         for state, axis in zip(states, self.out_axes):
             n = jax.tree.structure(state._value).num_leaves

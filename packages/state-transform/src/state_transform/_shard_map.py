@@ -2,34 +2,69 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, Callable
 
 import jax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
-from state_core import (
-    State,
-    StatefulFunction,
-    StateTraceStack,
-    active_trace_stacks,
-    TracedCall,
-    states_of_callable,
-)
+import jax.extend.core as jex_core
+from state_core import State, StatefulFunction, active_trace_stacks, states_of_callable
+from state_core.engine import ArrayImpl as _ArrayImpl, TracedCall, merger, unflatten_states
 from state_core.filter import to_predicate
 from state_random import is_random_state, is_single_key
 
 from ._axes import first_match
-from ._lanes import LaneProgramCalls, advance_keys, give_lanes_their_keys
+from ._lanes import advance_keys, give_lanes_their_keys
 
 __all__ = ["shard_map", "ShardMapFunction"]
 
 _REPLICATED = PartitionSpec()
+_SPLIT = "split"  # a RandomState whose single key is split into one key per shard
+
+
+@dataclasses.dataclass
+class _ShardTrace:
+    """What one trace of a ``ShardMapFunction`` learns while the user function runs."""
+
+    paths: dict
+    state_specs: dict = dataclasses.field(default_factory=dict)
+    split: list = dataclasses.field(default_factory=list)
+    leaf_specs: list = dataclasses.field(default_factory=list)
+    undeclared: list = dataclasses.field(default_factory=list)  # replicated: no spec names them
+
+
+@dataclasses.dataclass
+class ShardPlan:
+    """How a traced signature of ``shard_map`` places its inputs (``TracedCall.plan``).
+
+    Attributes:
+        in_specs: the PartitionSpec of each input state.
+        leaf_specs: the PartitionSpec of each dynamic argument leaf.
+        split_positions: indices into ``in_states`` of RandomStates split per shard.
+        written_mask: per written state, whether the shards return it.
+        written_specs: the out spec of each shard-written state.
+        state_shardings, leaf_shardings: ``NamedSharding`` of the specs above.
+    """
+
+    in_specs: list
+    leaf_specs: list
+    split_positions: list
+    written_mask: list
+    written_specs: list
+    state_shardings: list = dataclasses.field(default_factory=list)
+    leaf_shardings: list = dataclasses.field(default_factory=list)
 
 
 def _spec_axes(entry: Any) -> tuple:
     if entry is None:
         return ()
     return tuple(entry) if isinstance(entry, tuple) else (entry,)
+
+
+def _spec_mesh_axes(spec: PartitionSpec) -> tuple:
+    """The mesh axes a PartitionSpec shards over (those a per-shard value varies over)."""
+    return tuple(name for entry in spec for name in _spec_axes(entry))
 
 
 def _normalize_state_specs(specs: Any, what: str) -> list[tuple[PartitionSpec, Any]]:
@@ -48,12 +83,14 @@ def _normalize_state_specs(specs: Any, what: str) -> list[tuple[PartitionSpec, A
     raise TypeError(f"{what} must be None, a PartitionSpec, or a dict {{State or filter: PartitionSpec}}; got {specs!r}.")
 
 
-class ShardMapFunction(LaneProgramCalls, StatefulFunction):
+class ShardMapFunction(StatefulFunction):
     """The callable ``shard_map`` returns, compiled as ``jax.jit(jax.shard_map(...))`` per signature.
 
-    On a new signature the function runs twice: once to discover the states it
-    touches and once inside ``jax.shard_map`` (which types values by the mesh axes
-    they vary over). Cached calls do not run it.
+    On a new signature the function runs once, traced inside a ``jax.shard_map``
+    context so that every value is typed by the mesh axes it varies over (what
+    ``check_vma=True`` checks); the states it touches become inputs of the traced
+    program, which the compiled ``jax.shard_map`` then runs. Cached calls do not
+    run it.
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -94,7 +131,6 @@ class ShardMapFunction(LaneProgramCalls, StatefulFunction):
         self.check_vma = check_vma
         self._in_rules = _normalize_state_specs(state_in_specs, "state_in_specs")
         self._out_rules = _normalize_state_specs(state_out_specs, "state_out_specs")
-        self._scratch: dict[str, Any] | None = None
 
     # ------------------------------------------------------------------ specs
     def _per_shard_aval(self, aval: Any, spec: PartitionSpec, where: str) -> Any:
@@ -122,6 +158,15 @@ class ShardMapFunction(LaneProgramCalls, StatefulFunction):
             shape[dim] //= parts
         return jax.core.ShapedArray(tuple(shape), aval.dtype, weak_type=aval.weak_type)
 
+    def _typed(self, aval: Any, axes: tuple) -> Any:
+        """``aval`` typed as varying over mesh ``axes`` (only inside the shard_map context)."""
+        if not self.check_vma or not axes:
+            return aval
+        # A value's type records the mesh axes it varies over; make one that does.
+        probe = jax.lax.pcast(jax.numpy.zeros(aval.shape, aval.dtype), axes, to="varying")
+        typed = jax.typeof(probe)
+        return typed.update(weak_type=aval.weak_type) if aval.weak_type else typed
+
     def _arg_specs(self, n_args: int) -> tuple:
         specs = self.in_specs
         if isinstance(specs, PartitionSpec) or specs is None:
@@ -141,71 +186,81 @@ class ShardMapFunction(LaneProgramCalls, StatefulFunction):
         return first_match(rules, paths.get(id(state), ()), state)
 
     # ------------------------------------------------------------------ tracing hooks
-    def _trace(self, key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs) -> TracedCall:
-        outer = self._scratch
-        self._scratch = {"paths": states_of_callable(self.fun).paths_by_state(), "state_specs": {}, "split": []}
+    def _new_trace_context(self) -> _ShardTrace:
+        return _ShardTrace(paths=states_of_callable(self.fun).paths_by_state())
+
+    def _trace(self, ctx: _ShardTrace, key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs) -> TracedCall:
+        traced: list[TracedCall] = []
+        trace = super()._trace
+
+        def inside_shard_map() -> tuple:
+            # The one run of the user function: traced here, where the mesh axes are
+            # manual and values carry their varying axes, as in the compiled program.
+            traced.append(trace(ctx, key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs))
+            return ()
+
+        context = jax.shard_map(inside_shard_map, mesh=self.mesh, in_specs=(), out_specs=(), check_vma=self.check_vma)
+        ok = False
         try:
-            entry = super()._trace(key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs)
-            entry.extra.update(self._scratch)
-            return entry
-        except Exception as err:
-            split = self._scratch["split"]
-            advance_keys(split, [st._value for st in split], self.mesh.size)
-            hint = _replicated_state_hint(err, self._scratch.get("undeclared", ()))
+            jax.make_jaxpr(context)()
+            ok = True
+        except TypeError as err:
+            # JAX's broadcasting error does not say that an undeclared state is
+            # replicated whole on every shard; name the state and the fix instead.
+            hint = _replicated_state_hint(err, ctx.undeclared)
             if hint is not None:
                 raise ValueError(f"{self.name}: {hint}") from err
             raise
         finally:
-            self._scratch = outer
+            if not ok:  # randomness is consumed even by a failed call
+                advance_keys(ctx.split, [st._value for st in ctx.split], self.mesh.size)
+        return traced[0]
 
-    def _axis_env(self) -> list[tuple[Any, int]]:
-        return list(self.mesh.shape.items())
-
-    def _abstract_inputs(self, dyn_args: tuple, dyn_kwargs: dict, leaves: list) -> list:
+    def _abstract_inputs(self, ctx: _ShardTrace, dyn_args: tuple, dyn_kwargs: dict, leaves: list) -> list:
         specs = self._arg_specs(len(dyn_args))
-        leaf_specs: list[PartitionSpec] = []
         abstract = []
         for i, (arg, spec) in enumerate(zip(dyn_args, specs)):
             if not isinstance(spec, PartitionSpec):
                 raise TypeError(f"shard_map: in_specs[{i}] must be a PartitionSpec, got {spec!r}.")
             for path, leaf in jax.tree.leaves_with_path(arg):
                 where = f"argument {i}{jax.tree_util.keystr(path)}"
-                abstract.append(self._per_shard_aval(jax.typeof(leaf), spec, where))
-                leaf_specs.append(spec)
+                aval = self._per_shard_aval(jax.typeof(leaf), spec, where)
+                abstract.append(self._typed(aval, _spec_mesh_axes(spec)))
+                ctx.leaf_specs.append(spec)
         for leaf in jax.tree.leaves(dyn_kwargs):  # keyword arguments are replicated
             aval = jax.typeof(leaf)
             abstract.append(jax.core.ShapedArray(aval.shape, aval.dtype, weak_type=aval.weak_type))
-            leaf_specs.append(_REPLICATED)
-        self._scratch["leaf_specs"] = leaf_specs
+            ctx.leaf_specs.append(_REPLICATED)
         return abstract
 
-    def _state_input_avals(self, state: State, value: Any) -> Any:
-        scratch = self._scratch
-        spec = self._state_spec(state, self._in_rules, scratch["paths"])
+    def _state_input_avals(self, ctx: _ShardTrace, state: State, value: Any) -> Any:
+        spec = self._state_spec(state, self._in_rules, ctx.paths)
         if spec is None and is_random_state(state) and is_single_key(value):
-            scratch["state_specs"][id(state)] = "split"
-            scratch["split"].append(state)
-            return super()._state_input_avals(state, value)
+            ctx.state_specs[id(state)] = _SPLIT
+            ctx.split.append(state)
+            # Each shard gets its own key: a value that varies over every mesh axis.
+            every_axis = tuple(self.mesh.axis_names)
+            return jax.tree.map(lambda a: self._typed(a, every_axis), super()._state_input_avals(ctx, state, value))
         if spec is None:
-            scratch.setdefault("undeclared", []).append(state)
+            ctx.undeclared.append(state)
         spec = spec or _REPLICATED
-        scratch["state_specs"][id(state)] = spec
+        ctx.state_specs[id(state)] = spec
         label = state.describe()
-        return jax.tree.map(lambda x: self._per_shard_aval(jax.typeof(x), spec, label), value)
+        axes = _spec_mesh_axes(spec)
+        return jax.tree.map(lambda x: self._typed(self._per_shard_aval(jax.typeof(x), spec, label), axes), value)
 
-    def _after_trace(self, entry: TracedCall, dyn_args: tuple, dyn_kwargs: dict) -> None:
-        extra = entry.extra
-        specs = extra["state_specs"]
-        paths = extra["paths"]
+    def _after_trace(self, ctx: _ShardTrace, entry: TracedCall, dyn_args: tuple, dyn_kwargs: dict) -> None:
+        specs = ctx.state_specs
         in_specs = [specs[id(s)] for s in entry.in_states]
-        split_positions = [k for k, spec in enumerate(in_specs) if spec == "split"]
-        split_ids = {id(entry.in_states[k]) for k in split_positions}
+        split_positions = [k for k, spec in enumerate(in_specs) if spec == _SPLIT]
+        split_states = [entry.in_states[k] for k in split_positions]
+        split_ids = {id(s) for s in split_states}
         written, written_specs, mask = [], [], []
         for state in entry.out_states:
             if id(state) in split_ids:
                 mask.append(False)
                 continue
-            spec = self._state_spec(state, self._out_rules, paths)
+            spec = self._state_spec(state, self._out_rules, ctx.paths)
             if spec is None:
                 in_spec = specs.get(id(state))
                 spec = in_spec if isinstance(in_spec, PartitionSpec) else _REPLICATED
@@ -214,56 +269,63 @@ class ShardMapFunction(LaneProgramCalls, StatefulFunction):
             mask.append(True)
             written.append(state)
             written_specs.append(spec)
-        extra["in_specs"] = [_REPLICATED if s == "split" else s for s in in_specs]
-        extra["split_positions"] = split_positions
-        extra["written_mask"] = mask
-        extra["written_specs"] = written_specs
-        extra["write_back"] = written + [entry.in_states[k] for k in split_positions]
+        plan = ShardPlan(
+            in_specs=[_REPLICATED if s == _SPLIT else s for s in in_specs],
+            leaf_specs=list(ctx.leaf_specs),
+            split_positions=split_positions,
+            written_mask=mask,
+            written_specs=written_specs,
+        )
+        plan.state_shardings = [NamedSharding(self.mesh, s) for s in plan.in_specs]
+        plan.leaf_shardings = [NamedSharding(self.mesh, s) for s in plan.leaf_specs]
+        entry.plan = plan
+        entry.write_back = written + split_states
+        entry.prepare = self._placer(entry)
+        if split_positions:
+            num_shards = self.mesh.size
+
+            def advance_on_failure(values: list) -> None:
+                advance_keys(split_states, [values[k] for k in split_positions], num_shards)
+
+            entry.on_failure = advance_on_failure
+
+    def _runs_on_several_devices(self, entry: TracedCall) -> bool:
+        return self.mesh.size > 1
 
     # ------------------------------------------------------------------ compiling and calling
     def _compile(self, entry: TracedCall) -> Callable[..., Any]:
-        extra = entry.extra
-        in_states = entry.in_states
-        out_states = entry.out_states
-        touched = list(dict.fromkeys(in_states + out_states))
-        split_positions = extra["split_positions"]
-        mask = extra["written_mask"]
+        plan: ShardPlan = entry.plan
+        run = jex_core.jaxpr_as_fun(entry.closed_jaxpr)
+        n_out = entry.n_out_leaves
+        out_treedef = entry.out_treedef
+        out_defs = [jax.tree.structure(s._value) for s in entry.out_states]
+        split_positions = plan.split_positions
+        mask = plan.written_mask
         axis_names = tuple(self.mesh.axis_names)
         num_shards = self.mesh.size
-        n_args = entry.key[0]
 
         def shard(state_values: list, *dyn_leaves: Any) -> tuple[Any, list, list]:
-            # jax.shard_map types every value with the mesh axes it varies over, so the
-            # user function runs again here, inside the shard_map trace, with each state
-            # holding its per-shard value (the replayed jaxpr would lack those types).
+            # Replays the jaxpr traced inside shard_map: its values have the same
+            # varying-axes types here, so check_vma accepts it unchanged.
             values, next_keys = give_lanes_their_keys(state_values, split_positions, num_shards, axis_names)
-            args, kwargs = self._rebuild_args(dyn_leaves, entry.dyn_treedef, (), (), n_args)
-            saved = [s._value for s in touched]
-            try:
-                for state, value in zip(in_states, values):
-                    state.restore_value(value)
-                with StateTraceStack("shard_map"):
-                    out = self.fun(*args, **kwargs)
-                written = [s._value for s, keep in zip(out_states, mask) if keep]
-            finally:
-                for state, value in zip(touched, saved):
-                    state.restore_value(value)
+            flat = run(*jax.tree.leaves(values), *dyn_leaves)
+            out = jax.tree.unflatten(out_treedef, flat[:n_out])
+            written = [v for v, keep in zip(unflatten_states(out_defs, flat[n_out:]), mask) if keep]
             return out, written, next_keys
 
         mapped = jax.shard_map(
             shard,
             mesh=self.mesh,
-            in_specs=(extra["in_specs"], *extra["leaf_specs"]),
-            out_specs=(self.out_specs, extra["written_specs"], [_REPLICATED] * len(split_positions)),
+            in_specs=(plan.in_specs, *plan.leaf_specs),
+            out_specs=(self.out_specs, plan.written_specs, [_REPLICATED] * len(split_positions)),
             check_vma=self.check_vma,
         )
-
-        state_shardings = [NamedSharding(self.mesh, s) for s in extra["in_specs"]]
-        leaf_shardings = [NamedSharding(self.mesh, s) for s in extra["leaf_specs"]]
-        extra["shardings"] = (state_shardings, leaf_shardings)
+        state_shardings, leaf_shardings = plan.state_shardings, plan.leaf_shardings
         explicit = any(t == jax.sharding.AxisType.Explicit for t in self.mesh.axis_types)
+        merge = merger(entry)
 
-        def program(state_values: list, *dyn_leaves: Any) -> tuple[Any, list]:
+        def program(rw: list, ro: list, *dyn_leaves: Any) -> tuple[Any, list]:
+            state_values = merge(rw, ro)
             if explicit:
                 # Explicit mesh axes carry shardings in the types: move the inputs to
                 # the layout the specs ask for (a no-op when they are already there).
@@ -274,31 +336,34 @@ class ShardMapFunction(LaneProgramCalls, StatefulFunction):
 
         return jax.jit(program)
 
-    def _num_lanes(self, entry: TracedCall) -> int:
-        return self.mesh.size
+    def _placer(self, entry: TracedCall) -> Callable[[list, list], tuple[list, list]]:
+        plan: ShardPlan = entry.plan
+        state_shardings, leaf_shardings = plan.state_shardings, plan.leaf_shardings
+        in_states = entry.in_states
 
-    def _run(self, entry: TracedCall, values: list, leaves: list) -> tuple[Any, list]:
-        values, leaves = self._place_inputs(entry, values, leaves)
-        return entry.compiled(values, *leaves)
+        several_processes = jax.process_count() > 1
 
-    def _place_inputs(self, entry: TracedCall, values: list, leaves: list) -> tuple[list, list]:
-        state_shardings, leaf_shardings = entry.extra["shardings"]
-        if jax.process_count() > 1:
-            # On a mesh that spans processes every input must be a global array with
-            # the mesh's sharding (in one process jit moves data itself).
-            values = [_put(v, s) for v, s in zip(values, state_shardings)]
-            leaves = [_put(x, s) for x, s in zip(leaves, leaf_shardings)]
-        elif not active_trace_stacks():
-            # Keep state values on the mesh with their specs' shardings: written states
-            # come back placed, and read-only ones are stored placed, so the compiled
-            # program is not retraced for a new input sharding (e.g. after the user
-            # assigns a fresh array to a state).
-            for k, (state, value, sharding) in enumerate(zip(entry.in_states, values, state_shardings)):
-                placed = _put(value, sharding)
-                if placed is not value:
-                    values[k] = placed
-                    state.restore_value(placed)
-        return values, leaves
+        def place(values: list, leaves: list) -> tuple[list, list]:
+            if several_processes:
+                # On a mesh that spans processes every input must be a global array with
+                # the mesh's sharding (in one process jit moves data itself).
+                values = [_put(v, s) for v, s in zip(values, state_shardings)]
+                leaves = [_put(x, s) for x, s in zip(leaves, leaf_shardings)]
+            elif not active_trace_stacks():
+                # Keep state values on the mesh with their specs' shardings: written states
+                # come back placed, and read-only ones are stored placed, so the compiled
+                # program is not retraced for a new input sharding (e.g. after the user
+                # assigns a fresh array to a state).
+                for k, (value, sharding) in enumerate(zip(values, state_shardings)):
+                    if type(value) is _ArrayImpl and value.sharding == sharding:
+                        continue  # already placed: the common case
+                    placed = _put(value, sharding)
+                    if placed is not value:
+                        values[k] = placed
+                        in_states[k].restore_value(placed)
+            return values, leaves
+
+        return place
 
 
 def _replicated_state_hint(err: BaseException, undeclared: Any) -> str | None:

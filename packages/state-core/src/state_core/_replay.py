@@ -1,0 +1,331 @@
+"""The one checked replay path every state-aware transformation runs a cached program through.
+
+A traced signature is a ``TracedCall``. Calling it again means: read the input
+states once, check their shapes/dtypes against the trace with a cheap per-leaf
+comparison (a mismatch means the caller traces again; no exception is used to
+decide), pass written and read-only state values as separate program arguments
+(only the written ones may be donated), run the compiled program exactly once,
+wait for the results when the program may fail at run time after dispatch, and
+write every new value back, all or nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from typing import Any, Callable, Hashable, Sequence
+
+import jax
+import numpy as np
+
+from ._context import CTX
+from ._jax_internals import ArrayImpl, is_tracer
+from ._state import State, StateLeakError
+
+__all__ = [
+    "TracedCall",
+    "StaleTraceError",
+    "leaf_signature",
+    "canonical_signature",
+    "state_signature",
+    "states_match",
+    "states_changed",
+    "check_state_avals",
+    "unflatten_states",
+    "read_state_values",
+    "write_state_values",
+    "replay",
+    "merger",
+    "may_fail_at_run_time",
+]
+
+_ArrayImpl = ArrayImpl
+_PY_SCALARS = (int, float, complex, bool)
+# A process-wide clock for least-recently-used eviction: a hit stamps its entry.
+_CLOCK = itertools.count()
+
+
+class StaleTraceError(Exception):
+    """Kept for engines written against older versions; the call path no longer raises it."""
+
+
+def leaf_signature(x: Any) -> Hashable:
+    """A cheap hashable description of an argument leaf: shape, dtype and weak type.
+
+    Python scalars are described by their type alone (JAX treats them as weakly typed).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from state_core.engine import leaf_signature
+        >>> leaf_signature(jnp.zeros((2, 3)))
+        ((2, 3), dtype('float32'), False)
+        >>> leaf_signature(1.0)
+        <class 'float'>
+    """
+    if type(x) is _ArrayImpl:
+        return (x.shape, x.dtype, x.weak_type)
+    t = type(x)
+    if t in _PY_SCALARS:
+        return t
+    if isinstance(x, (np.ndarray, np.generic)):
+        return (x.shape, x.dtype, False)
+    aval = jax.typeof(x)  # tracers and other jax values; raises TypeError for the rest
+    return (aval.shape, aval.dtype, aval.weak_type)
+
+
+def canonical_signature(x: Any) -> tuple:
+    """``(shape, dtype, weak_type)`` of the value JAX would trace for ``x``.
+
+    Unlike ``leaf_signature`` this canonicalises (a Python float is a weak
+    float32, a float64 NumPy array is float32 unless x64 is enabled).
+
+    Example:
+        >>> from state_core.engine import canonical_signature
+        >>> canonical_signature(1.0)
+        ((), dtype('float32'), True)
+    """
+    aval = jax.typeof(x)
+    return (aval.shape, aval.dtype, aval.weak_type)
+
+
+def state_signature(value: Any) -> Any:
+    """What ``states_match`` compares for one state value.
+
+    A single array gives its ``(shape, dtype, weak_type)``; a pytree gives the
+    tuple of its leaves' signatures.
+    """
+    if type(value) is _ArrayImpl:
+        return (value.shape, value.dtype, value.weak_type)
+    leaves, treedef = jax.tree.flatten(value)
+    if treedef.num_nodes == 1 and len(leaves) == 1:
+        return canonical_signature(leaves[0])
+    return tuple(map(canonical_signature, leaves))
+
+
+def states_match(values: Sequence[Any], signatures: Sequence[Any]) -> bool:
+    """True if every value has the signature recorded at trace time (``state_signature``)."""
+    for value, sig in zip(values, signatures):
+        if type(value) is _ArrayImpl:
+            if (value.shape, value.dtype, value.weak_type) != sig:
+                return False
+        elif isinstance(value, jax.Array):  # typed random keys, tracers: one leaf, no flattening
+            if canonical_signature(value) != sig:
+                return False
+        elif state_signature(value) != sig:
+            return False
+    return True
+
+
+def states_changed(entry: "TracedCall", values: Sequence[Any]) -> bool:
+    """True if ``values`` (one per input state) differ in shape/dtype from the trace."""
+    return not states_match(values, entry.state_sigs)
+
+
+def check_state_avals(entry: "TracedCall", state_values: Sequence[Any], expected: Sequence[tuple]) -> list:
+    """Flatten ``state_values`` after checking them against ``expected`` (``in_state_avals``).
+
+    Raises:
+        ValueError: naming the first state whose shapes/dtypes differ.
+    """
+    leaves: list[Any] = []
+    for state, value, avals in zip(entry.in_states, state_values, expected):
+        value_leaves = jax.tree.leaves(value)
+        got = tuple(canonical_signature(x) for x in value_leaves)
+        if got != avals:
+            raise ValueError(
+                f"The value of {state.describe()} has shapes/dtypes {got}, but the program was "
+                f"traced with {avals}; call the function again to trace it for the new shapes."
+            )
+        leaves.extend(value_leaves)
+    return leaves
+
+
+@dataclasses.dataclass(eq=False, slots=True)
+class TracedCall:
+    """Everything known about one traced call signature of a ``StatefulFunction``.
+
+    Attributes:
+        key: the cache key of the signature (``get_arg_cache_key``).
+        closed_jaxpr: ``(state leaves..., dynamic arg leaves...) -> (output leaves...,
+            written state leaves...)``.
+        in_states: states whose values are inputs (read before any write), in read order.
+        in_state_avals: per input state, the ``(shape, dtype, weak_type)`` of its leaves.
+        out_states: states that were written, in first-access order.
+        states: every state accessed, in first-access order.
+        read_only_states: states read and never written.
+        out_treedef: the structure of the function's return value.
+        out_shapes: ``jax.ShapeDtypeStruct`` tree of the return value.
+        n_out_leaves: how many leaves the return value has.
+        plan: what the engine that traced the call decided (its own dataclass), or None.
+
+    The remaining fields drive ``replay``: ``compiled`` is the program
+    ``(written state values, read-only state values, *dynamic leaves) -> (output,
+    new values)``; ``rw_index``/``ro_index`` split ``in_states`` into those two
+    lists; ``write_back`` receives the new values in order; ``block`` waits for the
+    results before writing them; ``on_failure`` runs when the program raises;
+    ``prepare`` may move input values before the call.
+    """
+
+    key: Hashable
+    closed_jaxpr: Any
+    in_states: list
+    in_state_avals: list
+    out_states: list
+    states: list
+    read_only_states: list
+    out_treedef: Any
+    out_shapes: Any
+    n_out_leaves: int
+    n_in_state_leaves: int
+    dyn_treedef: Any
+    n_args: int
+    cacheable: bool = True
+    plan: Any = None
+    compiled: Callable[..., Any] | None = None
+    state_sigs: list = dataclasses.field(default_factory=list)
+    rw_index: tuple = ()
+    ro_index: tuple = ()
+    write_back: list | None = None
+    block: bool = False
+    on_failure: Callable[[list], None] | None = None
+    prepare: Callable[[list, list], tuple[list, list]] | None = None
+    graph: tuple = ()
+    graph_generation: int = -1
+    last_used: int = 0
+
+    def split_values(self, values: list) -> tuple[list, list]:
+        """``values`` (one per input state) as ``(written-state values, read-only values)``."""
+        if not self.ro_index:
+            return values, []
+        if not self.rw_index:
+            return [], values
+        return [values[i] for i in self.rw_index], [values[i] for i in self.ro_index]
+
+    def merge_values(self, rw: Sequence[Any], ro: Sequence[Any]) -> list:
+        """Inverse of ``split_values``: one value per input state, in ``in_states`` order."""
+        return merger(self)(rw, ro)
+
+    def __repr__(self) -> str:
+        return (
+            f"TracedCall(in_states={len(self.in_states)}, out_states={len(self.out_states)}, "
+            f"n_out_leaves={self.n_out_leaves})"
+        )
+
+
+def merger(entry: TracedCall) -> Callable[[Sequence[Any], Sequence[Any]], list]:
+    """``entry.merge_values`` as a function that does not refer to ``entry``.
+
+    Compiled programs use it: a program that referred to its own entry would form
+    a reference cycle, keeping evicted programs alive until a full garbage collection.
+    """
+    rw_index, ro_index = entry.rw_index, entry.ro_index
+
+    def merge(rw: Sequence[Any], ro: Sequence[Any]) -> list:
+        merged: list[Any] = [None] * (len(rw) + len(ro))
+        for i, v in zip(rw_index, rw):
+            merged[i] = v
+        for i, v in zip(ro_index, ro):
+            merged[i] = v
+        return merged
+
+    return merge
+
+
+def unflatten_states(defs: Sequence[Any], flat: Sequence[Any]) -> list:
+    """Split a flat list of leaves into one pytree per treedef."""
+    values = []
+    i = 0
+    for treedef in defs:
+        n = treedef.num_leaves
+        values.append(jax.tree.unflatten(treedef, flat[i : i + n]))
+        i += n
+    return values
+
+
+def read_state_values(states: Sequence[State]) -> list:
+    """Current values of ``states``, recording the reads on any active trace stack."""
+    if CTX.stacks:
+        return [s.value for s in states]
+    return [s._value for s in states]
+
+
+def write_state_values(states: Sequence[State], values: Sequence[Any], who: str) -> None:
+    """Write results back into states, all or nothing.
+
+    Once the first value is stored the rest are stored too, even if an
+    asynchronous exception (``KeyboardInterrupt``) arrives in between, so an
+    interrupted call leaves either every state written or none.
+    """
+    if not states:
+        return
+    stacks = CTX.stacks
+    if not stacks:
+        probe = values[0]
+        if type(probe) is not _ArrayImpl and not isinstance(probe, jax.Array):
+            probe_leaves = jax.tree.leaves(probe)  # a pytree value: look at its first leaf
+            probe = probe_leaves[0] if probe_leaves else None
+        if type(probe) is not _ArrayImpl and is_tracer(probe):
+            raise StateLeakError(
+                f"{who} writes {states[0].describe()} but was called inside a JAX transformation "
+                "that is not state-aware (such as jax.jit, jax.vmap or jax.grad), so the new "
+                "value would leak out as a tracer. Use state_transform.jit / vmap2 / grad for "
+                "the outer transformation, or do not write states in this function."
+            )
+        done = False
+        try:
+            for state, value in zip(states, values):
+                state._value = value
+            done = True
+        finally:
+            if not done:  # interrupted half-way: finish, so the write is all or nothing
+                for state, value in zip(states, values):
+                    state._value = value
+        return
+    for state, value in zip(states, values):
+        for stack in stacks[state._level :]:
+            stack._on_write(state)
+        state.restore_value(value)
+
+
+def replay(entry: TracedCall, values: list, leaves: Sequence[Any], who: str) -> Any:
+    """Run the compiled program of ``entry`` once and write the new state values back.
+
+    ``values`` are the current values of ``entry.in_states`` (already checked with
+    ``states_match``) and ``leaves`` the dynamic argument leaves. If the program
+    raises, no state is written (``entry.on_failure`` may still advance random
+    keys) and the error propagates after this single run.
+    """
+    if entry.prepare is not None:
+        values, leaves = entry.prepare(values, list(leaves))
+    rw, ro = entry.split_values(values)
+    ok = False
+    try:
+        out, new_values = entry.compiled(rw, ro, *leaves)
+        if entry.block and not CTX.stacks:
+            # Errors raised while the program runs (a failing callback, a device
+            # error) surface here, before any state sees the results.
+            jax.block_until_ready((out, new_values))
+        ok = True
+    finally:
+        if not ok and entry.on_failure is not None:
+            entry.on_failure(values)
+    write_state_values(entry.write_back, new_values, who)
+    return out
+
+
+_CALLBACK_PRIMITIVES = frozenset({"debug_callback", "io_callback", "pure_callback", "callback"})
+
+
+def may_fail_at_run_time(jaxpr: Any) -> bool:
+    """True if ``jaxpr`` (or a sub-jaxpr) calls back into Python, which may raise after dispatch."""
+    import jax.extend.core as jex_core
+
+    todo = [jaxpr]
+    while todo:
+        current = todo.pop()
+        for eqn in current.eqns:
+            if eqn.primitive.name in _CALLBACK_PRIMITIVES:
+                return True
+            for sub in jex_core.jaxprs_in_params(eqn.params):
+                todo.append(getattr(sub, "jaxpr", sub))
+    return False
