@@ -70,10 +70,18 @@ def test_block_parser_and_marker():
 
 def test_the_pages_exist_and_have_code():
     names = {p.relative_to(DOCS).as_posix() for p in pages()}
-    for required in ("index.md", "getting-started.md", "guides/vmap2.md", "guides/pmap2.md",
-                     "guides/shard-map.md", "guides/map.md", "guides/training-optax.md",
-                     "guides/sharding-multihost.md", "coming-from-brainstate.md",
-                     "coming-from-flax-nnx.md"):
+    for required in (
+        "index.md",
+        "getting-started.md",
+        "guides/vmap2.md",
+        "guides/pmap2.md",
+        "guides/shard-map.md",
+        "guides/map.md",
+        "guides/training-optax.md",
+        "guides/sharding-multihost.md",
+        "coming-from-brainstate.md",
+        "coming-from-flax-nnx.md",
+    ):
         assert required in names, f"docs/{required} is missing"
     for page in pages():
         if page.parent.name == "guides":
@@ -90,11 +98,11 @@ def test_page_code_runs(page, tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["JAX_PLATFORMS"] = "cpu"
     env["MPLBACKEND"] = "Agg"
-    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, (
-        f"the code of docs/{page.relative_to(DOCS)} failed:\n{proc.stderr[-4000:]}\n"
-        f"--- stdout:\n{proc.stdout[-2000:]}"
+        f"the code of docs/{page.relative_to(DOCS)} failed:\n{proc.stderr[-4000:]}\n--- stdout:\n{proc.stdout[-2000:]}"
     )
 
 
@@ -102,7 +110,10 @@ def test_site_builds_strictly(tmp_path):
     pytest.importorskip("mkdocs", reason="the docs dependencies are in the default hatch environment")
     proc = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, f"mkdocs build --strict failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
     built = tmp_path / "site"

@@ -99,8 +99,19 @@ def wheelhouse(tmp_path_factory) -> Path:
     pytest.importorskip("hatchling", reason="building the wheels offline needs hatchling installed")
     dist = tmp_path_factory.mktemp("wheels") / "dist"
     _run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
-         "-w", str(dist), *[str(ROOT / "packages" / d) for d in ORDER]],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-q",
+            "-w",
+            str(dist),
+            *[str(ROOT / "packages" / d) for d in ORDER],
+        ],
         cwd=ROOT,
         timeout=180,
     )

@@ -70,13 +70,23 @@ def _readme_blocks() -> str:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     blocks = [b for b in re.findall(r"```python\n(.*?)```", text, flags=re.S) if "jax.distributed" not in b]
     # Each block is checked as its own module: a block's names may repeat another's.
-    return "\n".join(f"def _block_{i}() -> None:\n" + "".join(f"    {line}\n" for line in b.splitlines())
-                     for i, b in enumerate(blocks))
+    return "\n".join(
+        f"def _block_{i}() -> None:\n" + "".join(f"    {line}\n" for line in b.splitlines())
+        for i, b in enumerate(blocks)
+    )
 
 
 def test_mypy_basic_on_examples_and_readme(tmp_path):
     pytest.importorskip("mypy")
     (tmp_path / "readme_snippets.py").write_text(_readme_blocks())
     (tmp_path / "idioms.py").write_text(IDIOMS)
-    _ok(_run("mypy", "--config-file", str(ROOT / "mypy-basic.ini"),
-             str(ROOT / "examples"), str(tmp_path / "readme_snippets.py"), str(tmp_path / "idioms.py")))
+    _ok(
+        _run(
+            "mypy",
+            "--config-file",
+            str(ROOT / "mypy-basic.ini"),
+            str(ROOT / "examples"),
+            str(tmp_path / "readme_snippets.py"),
+            str(tmp_path / "idioms.py"),
+        )
+    )

@@ -33,8 +33,7 @@ def test_old_python_is_named(monkeypatch, capsys):
 def test_old_hatch_is_named(monkeypatch, capsys):
     guard = _load()
     real = importlib.util.find_spec
-    monkeypatch.setattr(guard.importlib.util, "find_spec",
-                        lambda name: None if name == "state_random" else real(name))
+    monkeypatch.setattr(guard.importlib.util, "find_spec", lambda name: None if name == "state_random" else real(name))
     monkeypatch.setattr(guard.shutil, "which", lambda name: None)
     assert guard.main() == 1
     err = capsys.readouterr().err

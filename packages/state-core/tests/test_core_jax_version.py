@@ -36,8 +36,11 @@ def test_supported_range_comes_from_the_metadata():
 
 
 def test_check_jax_message_names_version_missing_call_and_range():
-    with pytest.raises(ImportError, match=r"state-core cannot run on JAX 0\.8\.1: this JAX has no "
-                       r"jax\.extend\.core\.take_current_trace, .*Supported: jax>=") as info:
+    with pytest.raises(
+        ImportError,
+        match=r"state-core cannot run on JAX 0\.8\.1: this JAX has no "
+        r"jax\.extend\.core\.take_current_trace, .*Supported: jax>=",
+    ) as info:
         _jax_internals.check_jax("0.8.1", ["jax.extend.core.take_current_trace"])
     assert _declared_jax() in str(info.value)
     assert f"pip install '{_declared_jax()}'" in str(info.value)
@@ -54,17 +57,13 @@ def test_missing_feature_is_detected(monkeypatch):
 
 def test_import_fails_cleanly_on_a_jax_without_the_trace_api():
     """The real import path, in a fresh interpreter whose JAX lacks take_current_trace."""
-    code = (
-        "import jax, jax.extend.core as c\n"
-        "jax.__version__ = '0.8.1'\n"
-        "del c.take_current_trace\n"
-        "import state_core\n"
-    )
+    code = "import jax, jax.extend.core as c\njax.__version__ = '0.8.1'\ndel c.take_current_trace\nimport state_core\n"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["JAX_PLATFORMS"] = "cpu"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("ImportError: state-core cannot run on JAX 0.8.1: this JAX has no "
-                           "jax.extend.core.take_current_trace"), proc.stderr[-2000:]
+    assert last.startswith(
+        "ImportError: state-core cannot run on JAX 0.8.1: this JAX has no jax.extend.core.take_current_trace"
+    ), proc.stderr[-2000:]
     assert _declared_jax() in last
