@@ -1,13 +1,15 @@
 """Each distribution builds its own wheel and installs alone, pulling in only the layers below it.
 
 The wheels of the four packages are built once (``pip wheel --no-deps``, with the
-machine's hatchling, no network). For every layer a fresh ``python -m venv``
-is made with ``--system-site-packages`` (so jax / numpy come from the machine and
-nothing is downloaded) and the layer is installed from the local wheels only
-(``--no-index --find-links``). Then, with ``PYTHONPATH`` cleared so that the
-source tree cannot leak in:
+environment's hatchling). For every layer a fresh ``python -m venv`` is made that
+sees nothing of this interpreter's site-packages, and the layer's wheel is
+installed into it exactly as a user would: with the venv's own pip, the wheel
+directory as ``--find-links`` (the layers below are not on the package index) and
+the package index for everything else (JAX, NumPy; pip's cache makes repeated
+runs cheap). Then, with ``PYTHONPATH`` cleared so that the source tree cannot
+leak in:
 
-* ``pip list --local`` lists exactly the expected ``state-*`` distributions;
+* ``pip list`` lists exactly the expected ``state-*`` distributions;
 * ``import <name>`` works and resolves to the venv's site-packages, with the
   version of ``__about__.py``; a tiny computation through the layer runs;
 * the layers above are not importable.
@@ -32,12 +34,12 @@ ORDER = ["state-core", "state-random", "state-transform", "state-nn"]
 IMPORT_NAME = {d: d.replace("-", "_") for d in ORDER}
 # A layer pulls in itself and every layer below it, nothing else of ours.
 EXPECTED = {d: set(ORDER[: i + 1]) for i, d in enumerate(ORDER)}
-# Direct dependencies declared in each wheel (DESIGN.md §1).
+# Direct dependencies declared in each wheel: every distribution that imports jax declares it.
 DIRECT_DEPS = {
     "state-core": {"jax", "numpy"},
-    "state-random": {"state-core"},
-    "state-transform": {"state-core", "state-random"},
-    "state-nn": {"state-core", "state-random", "state-transform"},
+    "state-random": {"jax", "numpy", "state-core"},
+    "state-transform": {"jax", "state-core", "state-random"},
+    "state-nn": {"jax", "numpy", "state-core", "state-random", "state-transform"},
 }
 OPTIONAL_DEPS = {
     "state-transform": ["tqdm<5,>=4.60; extra == 'progress'"],
@@ -80,7 +82,7 @@ def _clean_env() -> dict:
     return env
 
 
-def _run(cmd: list, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+def _run(cmd: list, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
     proc = subprocess.run(cmd, cwd=cwd, env=_clean_env(), capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, (
         f"command failed (exit {proc.returncode}): {' '.join(map(str, cmd))}\n"
@@ -101,8 +103,19 @@ def wheelhouse(tmp_path_factory) -> Path:
     pytest.importorskip("hatchling", reason="building the wheels offline needs hatchling installed")
     dist = tmp_path_factory.mktemp("wheels") / "dist"
     _run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
-         "-w", str(dist), *[str(ROOT / "packages" / d) for d in ORDER]],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-q",
+            "-w",
+            str(dist),
+            *[str(ROOT / "packages" / d) for d in ORDER],
+        ],
         cwd=ROOT,
         timeout=180,
     )
@@ -135,22 +148,32 @@ def test_wheel_contents_and_metadata(wheelhouse, dist):
     requires = [r for r in requires if "extra ==" not in r]
     dep_names = {re.split(r"[\s<>=!~;\[(]", r, maxsplit=1)[0].lower().replace("_", "-") for r in requires}
     assert dep_names == DIRECT_DEPS[dist], f"{dist} Requires-Dist: {requires}"
+    # What a package index shows: licence (with the file), authors, a README fit for it.
+    assert "License-Expression: MIT" in metadata, f"{dist}: no MIT licence expression"
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), f"{dist}: LICENSE not in the wheel"
+    assert re.search(r"^Author(-email)?: .+", metadata, re.M), f"{dist}: no author in the metadata"
+    assert "Requires-Python: >=3.11" in metadata
+    assert "pip install packages/" not in metadata, f"{dist}: its README tells index readers to install a path"
+    assert f"pip install {dist}" in metadata, f"{dist}: its README does not say how to install it"
     for r in requires:
-        if r.startswith("state-"):
-            # Bounded ranges between our own packages (DESIGN.md §1: e.g. >=0.1,<0.2).
+        if r.startswith(("state-", "jax")):
+            # Bounded ranges, between our own packages and on JAX (e.g. >=0.1,<0.2).
             assert "<" in r and ">=" in r, f"{dist}: unbounded requirement {r!r}"
 
 
 @pytest.mark.parametrize("dist", ORDER)
 def test_layer_installs_alone(wheelhouse, dist, tmp_path):
     venv = tmp_path / "venv"
-    _run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], cwd=tmp_path)
+    # A plain venv with its own pip: nothing of this interpreter's packages is visible.
+    _run([sys.executable, "-m", "venv", str(venv)], cwd=tmp_path)
     py = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
     assert py.exists()
-    pip = [sys.executable, "-m", "pip", "--python", str(py)]
-    _run([*pip, "install", "-q", "--no-index", "--find-links", str(wheelhouse), dist], cwd=tmp_path)
+    pip = [str(py), "-m", "pip"]
+    # The layer's own wheel by path (so nothing on the index can stand in for it);
+    # the layers below from the wheel directory; JAX and NumPy from the index.
+    _run([*pip, "install", "-q", "--find-links", str(wheelhouse), str(_wheel_for(wheelhouse, dist))], cwd=tmp_path)
 
-    listed = json.loads(_run([*pip, "list", "--local", "--format=json"], cwd=tmp_path).stdout)
+    listed = json.loads(_run([*pip, "list", "--format=json"], cwd=tmp_path).stdout)
     ours = {p["name"].lower().replace("_", "-"): p["version"] for p in listed if p["name"].lower().startswith("state")}
     assert set(ours) == EXPECTED[dist], f"installing {dist} gave {sorted(ours)}; expected {sorted(EXPECTED[dist])}"
     for d, v in ours.items():

@@ -151,7 +151,7 @@ def test_psum_over_all_processes_with_replicated_param(records):
 
 
 def test_random_state_gets_one_key_per_shard_across_processes(records):
-    # Key discipline (DESIGN.md §3): P = split(K, B + 1); shard i uses P[1 + i];
+    # Key discipline (state-random README): P = split(K, B + 1); shard i uses P[1 + i];
     # afterwards the state holds split(P[0], 2)[1]. Inside, rng.normal keeps
     # split(k, 2)[0] and samples with split(k, 2)[1].
     per_shard = SIZE // N_DEVICES

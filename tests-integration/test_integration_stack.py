@@ -47,7 +47,7 @@ def _np(x) -> np.ndarray:
 
 
 def _lane_keys(seed: int, lanes: int):
-    """DESIGN.md §3: ``P = split(K, B + 1)``; lane i uses ``P[1 + i]``; the state keeps ``split(P[0], 2)[1]``."""
+    """Key discipline (state-random README): ``P = split(K, B + 1)``; lane i uses ``P[1 + i]``; the state keeps ``split(P[0], 2)[1]``."""
     parts = jax.random.split(jax.random.key(seed), lanes + 1)
     return parts[1:], jax.random.split(parts[0], 2)[1]
 

@@ -104,9 +104,7 @@ def find_layer_violations(root: Path = ROOT) -> list[str]:
             for lineno, target in _imported_modules(tree, module, path.name == "__init__.py"):
                 top = target.split(".")[0]
                 if target.startswith("."):
-                    violations.append(
-                        f"{rel}:{lineno}: relative import {target!r} escapes package {package!r}"
-                    )
+                    violations.append(f"{rel}:{lineno}: relative import {target!r} escapes package {package!r}")
                 elif top in RANK and RANK[top] > RANK[package]:
                     source = lines[lineno - 1].strip() if lineno <= len(lines) else ""
                     violations.append(
@@ -127,8 +125,7 @@ def test_no_upward_imports_ast():
     violations = find_layer_violations()
     assert not violations, (
         "Layer contract violated (allowed: state_nn > state_transform > state_random > "
-        "state_core; a module may import only its own or LOWER layers):\n  "
-        + "\n  ".join(violations)
+        "state_core; a module may import only its own or LOWER layers):\n  " + "\n  ".join(violations)
     )
 
 
@@ -183,7 +180,7 @@ def test_import_linter_layers_contract():
     env = dict(os.environ)
     # Lint the source tree of this checkout, whatever happens to be installed.
     src_dirs = [str(_src_dir(p)) for p in LAYERS]
-    env["PYTHONPATH"] = os.pathsep.join(src_dirs + [env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["PYTHONPATH"] = os.pathsep.join([*src_dirs, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     # Equivalent to `lint-imports --config <root>/.importlinter --no-cache`, but
     # independent of PATH / console-script location.
     cmd = [
@@ -196,6 +193,4 @@ def test_import_linter_layers_contract():
         "--no-logo",
     ]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, (
-        f"import-linter failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
-    )
+    assert proc.returncode == 0, f"import-linter failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"

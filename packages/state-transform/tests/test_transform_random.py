@@ -1,6 +1,6 @@
 """Random-number semantics of the mapping transforms (needs ``state_random``).
 
-Key discipline (DESIGN §3): one draw splits ``K`` into ``parts = split(K, 2)`` (state keeps
+Key discipline (state-random README): one draw splits ``K`` into ``parts = split(K, 2)`` (state keeps
 ``parts[0]``, sampler uses ``parts[1]``); mapping over ``B`` lanes uses ``P = split(K, B+1)``,
 lane ``i`` starts from ``P[1+i]`` and afterwards the state holds ``split(P[0], 2)[1]``.
 """
@@ -283,7 +283,7 @@ def test_nested_vmap2_random_all_lanes_differ_and_reproduce():
 
 
 def test_random_state_advances_when_tracing_raises():
-    # DESIGN §3/§4.5: after a mapped call the split RandomState holds split(P[0], 2)[1],
+    # Key discipline: after a mapped call the split RandomState holds split(P[0], 2)[1],
     # "also when the call raised" (tracing or execution).
     rng = state_random.RandomState(21)
     k0 = rng.value
@@ -299,7 +299,7 @@ def test_random_state_advances_when_tracing_raises():
 
 
 def test_random_state_claimed_none_is_broadcast_not_split():
-    # DESIGN §4 step 3: only RandomStates that no filter claims are split per lane;
+    # Only RandomStates that no filter claims are split per lane;
     # an explicit None broadcasts the same key to every lane.
     rng = state_random.RandomState(0)
     k0 = rng.value

@@ -632,7 +632,7 @@ def test_user_exception_restores_states(mesh):
 
 
 def test_user_exception_still_consumes_random_key(mesh):
-    # DESIGN §3: for mapping over B lanes (incl. shard_map shards) "after the call the state
+    # Key discipline (state-random README): for mapping over B lanes (incl. shard_map shards) "after the call the state
     # holds split(P[0], 2)[1] (also when the call raised)"; vmap2 does this.
     def bad(x):
         state_random.normal(size=x.shape)

@@ -5,8 +5,10 @@ jaxpr being built, so that the user's function runs exactly once per call
 signature and sees a real tracer (not a frozen constant).  JAX has no public
 API for adding an input to a trace that is already running; the two calls below
 use the trace object that ``jax.extend.core.take_current_trace`` hands out.
-``tests/test_jax_internals.py`` pins this behaviour so a JAX upgrade that breaks
-it fails loudly in one place.
+``tests/test_core_jax_internals.py`` pins this behaviour so a JAX upgrade that
+breaks it fails loudly in one place, and the check at import (below) turns a JAX
+that lacks these calls into one clear ``ImportError`` instead of a failure deep
+inside the first transformed call.
 
 ``ArrayImpl`` (the class of concrete arrays) is imported rather than found with
 ``type(jnp.zeros(()))`` because creating an array would start the JAX backend at
@@ -15,10 +17,75 @@ import time, before users can set ``jax_num_cpu_devices``.
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 from typing import Any
 
 import jax
 import jax.extend.core as jex_core
+
+
+def missing_jax_features() -> list[str]:
+    """Name every JAX call that state-core needs and the installed JAX lacks.
+
+    Example:
+        >>> from state_core._jax_internals import missing_jax_features
+        >>> missing_jax_features()
+        []
+    """
+    missing = []
+    if not hasattr(jex_core, "take_current_trace"):
+        missing.append("jax.extend.core.take_current_trace")
+    # find_spec of a submodule imports its parent package, which exists on every JAX.
+    if importlib.util.find_spec("jax._src.source_info_util") is None:
+        missing.append("jax._src.source_info_util")
+    return missing
+
+
+def supported_jax_range() -> str:
+    """The JAX requirement state-core is tested with, as its package metadata declares it.
+
+    Read from the metadata (the single place the range is written) only when needed
+    for an error message, so a normal import pays nothing for it.
+
+    Example:
+        >>> from state_core._jax_internals import supported_jax_range
+        >>> supported_jax_range().startswith('jax')
+        True
+    """
+    try:
+        requires = importlib.metadata.requires("state-core") or []
+    except importlib.metadata.PackageNotFoundError:  # running from a source tree
+        requires = []
+    for requirement in requires:
+        compact = requirement.replace(" ", "")
+        if compact.startswith(("jax>", "jax<", "jax=", "jax~", "jax!")):
+            # Metadata may list the bounds in any order; show the lower one first.
+            bounds = sorted(compact[len("jax") :].split(","), key=lambda b: not b.startswith(">"))
+            return "jax" + ",".join(bounds)
+    return "jax (see the state-core package metadata)"
+
+
+def check_jax(version: str, missing: list[str]) -> None:
+    """Raise ``ImportError`` naming the JAX version, what it lacks and what to install.
+
+    Example:
+        >>> from state_core._jax_internals import check_jax
+        >>> check_jax('0.10.2', [])          # nothing missing: nothing happens
+        >>> check_jax('0.8.0', ['jax.extend.core.take_current_trace'])
+        Traceback (most recent call last):
+        ImportError: state-core cannot run on JAX 0.8.0: ...
+    """
+    if missing:
+        wanted = supported_jax_range()
+        raise ImportError(
+            f"state-core cannot run on JAX {version}: this JAX has no {', '.join(missing)}, "
+            f"which state-core needs to add state values to a running trace. "
+            f"Supported: {wanted}; install a supported JAX, e.g. pip install '{wanted}'."
+        )
+
+
+check_jax(jax.__version__, missing_jax_features())
 
 try:  # the location has been stable since the "stackless" rewrite of JAX (0.4.36)
     from jax._src import source_info_util as _source_info_util

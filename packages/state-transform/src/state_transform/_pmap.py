@@ -39,11 +39,63 @@ def pmap2(
     that axis; written states come back as ``state_out_axes`` says. Each device
     gets its own random key. The compiled program is cached per call signature.
 
+    Args:
+        fn: The function to run on every device. It may read and write
+            ``State`` objects but must not take or return them. ``None``
+            returns a decorator.
+        axis_name: A hashable name for the device axis, for collectives such as
+            ``jax.lax.psum(x, axis_name)``.
+        in_axes: Which axis of each positional argument is split across
+            devices, as in ``jax.pmap`` (int, ``None`` to broadcast, or a tuple /
+            pytree prefix). With 8 devices, ``x: f32[8, 128]`` and
+            ``in_axes=0``, each device sees ``f32[128]``.
+        out_axes: Where the device axis goes in each output (as ``in_axes``).
+        static_broadcasted_argnums: Positions of arguments that are hashable
+            compile-time constants, the same on every device; each new value
+            compiles a new program.
+        devices: The devices to run on (a sequence of ``jax.Device``); by default
+            the first ``axis size`` local devices. The mapped size may not exceed
+            their number.
+        backend: The XLA backend (``'cpu'``, ``'gpu'``, ``'tpu'``).
+        axis_size: The number of devices to map over when no argument or state
+            is split (all ``in_axes`` are ``None``).
+        donate_argnums: Positions of arguments whose buffers XLA may reuse for
+            the outputs; do not use those arrays after the call.
+        state_in_axes: Which states are split across devices and along which
+            axis of their value: ``{axis: filter}`` (a state class in
+            ``OfType``, a ``State``, a list of States, or any filter of
+            ``state_core.filter``; first match wins; ``None`` broadcasts).
+            A state of value ``f32[8, 4]`` mapped on axis 0 is ``f32[4]`` on
+            each of 8 devices. Unmatched states are broadcast.
+        state_out_axes: Same form, for written states: the axis along which the
+            devices' new values are gathered.
+        unexpected_out_state_mapping: A written state that no ``state_out_axes``
+            entry covers and whose new value differs between devices:
+            ``'ignore'`` (default) gathers it on axis 0, ``'warn'`` the same with
+            a warning, ``'raise'`` raises ``ValueError`` naming the state.
+
+    Returns:
+        A ``StatefulMapping`` (callable like ``fn``), or a decorator when ``fn``
+        is ``None``.
+
     Example:
         >>> import jax, jax.numpy as jnp
         >>> from state_transform import pmap2
         >>> n = jax.local_device_count()
         >>> pmap2(lambda x: x * 2)(jnp.arange(n, dtype=jnp.float32)).shape == (n,)
+        True
+
+        One row of a state per device, updated in place:
+
+        >>> from state_core import ParamState
+        >>> w = ParamState(jnp.zeros((n, 2)))
+        >>> def step(delta):
+        ...     w.value = w.value + delta
+        ...     return jax.lax.psum(w.value.sum(), 'd')
+        >>> total = pmap2(step, 'd', state_in_axes={0: w}, state_out_axes={0: w})(jnp.ones((n, 2)))
+        >>> float(total[0]) == 2.0 * n
+        True
+        >>> w.value.shape == (n, 2)
         True
     """
     if fn is None:

@@ -426,6 +426,32 @@ def shard_map(
     one dispatch; it also works inside ``jax.jit`` and on meshes spanning several
     processes (``jax.distributed``).
 
+    Args:
+        fun: The function to run on every shard. It may read and write
+            ``State`` objects but must not take or return them; it sees
+            per-shard shapes.
+        mesh: The device mesh, e.g. ``jax.make_mesh((8,), ('x',))`` or
+            ``jax.make_mesh((4, 2), ('data', 'model'))``.
+        in_specs: A ``PartitionSpec`` per positional argument (a tuple with one
+            entry per argument), or one spec for all. On a mesh ``('x',)`` of 8
+            devices, ``x: f32[16, 3]`` with ``P('x')`` is ``f32[2, 3]`` per shard;
+            ``P()`` replicates.
+        out_specs: A ``PartitionSpec`` (or pytree of them) for the outputs: how
+            the per-shard results are assembled. ``P()`` requires the result to
+            be the same on every shard (for example after ``jax.lax.psum``).
+        state_in_specs: How states are laid out on the mesh: ``None``
+            (default, all replicated), one ``PartitionSpec`` for every state, or
+            ``{State or filter: spec}`` (first match wins; unmatched states are
+            replicated). A state of value ``f32[16]`` with ``P('x')`` is
+            ``f32[2]`` per shard on 8 devices.
+        state_out_specs: The same, for the new values of written states;
+            a written state not covered keeps the spec it came in with.
+        check_vma: Passed to ``jax.shard_map``: check that values declared
+            replicated (``P()`` outputs) really are the same on every device.
+
+    Returns:
+        A ``ShardMapFunction``, callable with ``fun``'s positional arguments.
+
     Example:
         >>> import jax, jax.numpy as jnp
         >>> from jax.sharding import PartitionSpec as P
@@ -436,5 +462,19 @@ def shard_map(
         >>> f = shard_map(lambda data: data * w.value, mesh, in_specs=(P('x'),), out_specs=P('x'))
         >>> f(jnp.arange(jax.device_count() * 2, dtype=jnp.float32)).tolist()[:4]
         [0.0, 3.0, 6.0, 9.0]
+
+        A buffer sharded like the data, accumulated in place on each device:
+
+        >>> n = jax.device_count()
+        >>> buffer = State(jnp.zeros(2 * n))
+        >>> def accumulate(data):
+        ...     buffer.value = buffer.value + data
+        ...     return jax.lax.psum(data.sum(keepdims=True), 'x')
+        >>> g = shard_map(accumulate, mesh, in_specs=(P('x'),), out_specs=P(),
+        ...               state_in_specs={buffer: P('x')}, state_out_specs={buffer: P('x')})
+        >>> float(g(jnp.ones(2 * n))[0]) == 2.0 * n
+        True
+        >>> float(buffer.value.sum()) == 2.0 * n
+        True
     """
     return ShardMapFunction(fun, mesh, in_specs, out_specs, state_in_specs, state_out_specs, check_vma)

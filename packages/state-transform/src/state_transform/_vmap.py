@@ -32,11 +32,66 @@ def vmap2(
     program is cached per call signature, so a repeated call costs one dispatch.
     Usable as ``vmap2(fn, ...)`` or as a decorator ``@vmap2(in_axes=...)``.
 
+    Args:
+        fn: The function to vectorise. It may read and write ``State`` objects
+            (through ``.value``) but must not take or return them. ``None``
+            returns a decorator that takes the function.
+        in_axes: Which axis of each positional argument is mapped, as in
+            ``jax.vmap``: an int for all arguments, ``None`` to broadcast, or a
+            tuple (one entry per argument) or pytree prefix of the arguments.
+            For ``x: f32[B, 3]`` and ``w: f32[3]``, ``in_axes=(0, None)``
+            maps ``x`` over ``B`` and gives every lane the same ``w``.
+        out_axes: Where the mapped axis goes in each output (int, ``None`` for
+            an output that is the same on every lane, or a pytree prefix).
+            ``out_axes=1`` turns a per-lane ``f32[3]`` into ``f32[3, B]``.
+        axis_name: A hashable name for the mapped axis, so that collectives
+            (``jax.lax.psum``, ``pmean``, ``axis_index``) can refer to it.
+        axis_size: The number of lanes. Needed only when no argument and no
+            state is mapped (``in_axes=None``); otherwise it must equal the
+            mapped size of every mapped argument and state.
+        spmd_axis_name: Passed to ``jax.vmap``: the mesh axis (or axes) that
+            the mapped axis is sharded over when used inside ``jax.jit`` with
+            sharded inputs.
+        state_in_axes: Which states are mapped, and along which axis of their
+            value: ``{axis: filter}`` where ``filter`` is a state class in
+            ``OfType``, a ``State``, a list of States or any filter of
+            ``state_core.filter`` (the first entry that matches wins; ``None``
+            as the axis means broadcast). A single filter means ``{0: filter}``.
+            Unmatched states are broadcast. A mapped state of value
+            ``f32[B, 4]`` is seen as ``f32[4]`` in each lane.
+        state_out_axes: Same form as ``state_in_axes``, for written states: the
+            axis along which each lane's new value is stacked (``None``: the
+            value must be the same on every lane). Written states that no entry
+            covers follow ``unexpected_out_state_mapping``.
+        unexpected_out_state_mapping: What to do with a written state that no
+            ``state_out_axes`` entry covers and whose new value differs per
+            lane: ``'ignore'`` (default) stacks it on axis 0, ``'warn'`` does
+            the same with a warning, ``'raise'`` raises ``ValueError`` naming
+            the state. A value that is the same on every lane is written back
+            unchanged in every mode.
+
+    Returns:
+        A ``StatefulMapping`` (callable like ``fn``), or, when ``fn`` is
+        ``None``, a decorator that makes one.
+
     Example:
         >>> import jax.numpy as jnp
         >>> from state_transform import vmap2
         >>> vmap2(lambda x: x ** 2)(jnp.array([1., 2., 3.]))
         Array([1., 4., 9.], dtype=float32)
+
+        A state mapped along axis 0, one counter per lane:
+
+        >>> from state_core import ShortTermState
+        >>> count = ShortTermState(jnp.zeros(3))
+        >>> def bump(delta):
+        ...     count.value = count.value + delta
+        ...     return count.value
+        >>> bumped = vmap2(bump, state_in_axes={0: count}, state_out_axes={0: count})
+        >>> bumped(jnp.array([1., 2., 3.]))
+        Array([1., 2., 3.], dtype=float32)
+        >>> count.value
+        Array([1., 2., 3.], dtype=float32)
     """
     if fn is None:
         return functools.partial(

@@ -1,0 +1,92 @@
+"""Lint and type checks over the repository, run by the suite so they cannot drift.
+
+Marked ``lint``; ``pytest.ini`` deselects the marker (``-m "not lint"`` in
+``addopts``) until the tree is clean. To enable: delete that ``-m`` option.
+The same checks by hand: ``hatch run lint`` and ``hatch run types``.
+
+* ruff check and ruff format --check, with ``ruff.toml``;
+* mypy, strict on every package's ``src/`` (``mypy.ini``);
+* mypy with its default (basic) settings on ``examples/`` and on the README's
+  python blocks, including the idioms users copy from it.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.lint
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# The README idioms whose types users rely on: each line must type-check as written.
+IDIOMS = '''
+import jax.numpy as jnp
+from state_core import ParamState, collect_states
+from state_core.filter import OfType
+from state_nn import Linear
+from state_transform import grad
+
+model = Linear(3, 2)
+w = ParamState(jnp.ones(3))
+
+def loss(x: jnp.ndarray) -> jnp.ndarray:
+    return jnp.sum(w.value * x)
+
+grads = grad(loss, grad_states={'w': w})(jnp.ones(3))
+params, rest = collect_states(model).split(OfType(ParamState), ...)
+values = model.states(ParamState).to_values()
+'''
+
+
+def _run(*cmd: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", *cmd], cwd=ROOT, capture_output=True, text=True, timeout=900)
+
+
+def _ok(proc: subprocess.CompletedProcess) -> None:
+    assert proc.returncode == 0, f"{proc.args}:\n{proc.stdout[-6000:]}\n{proc.stderr[-2000:]}"
+
+
+def test_ruff_check():
+    pytest.importorskip("ruff")
+    _ok(_run("ruff", "check", "."))
+
+
+def test_ruff_format():
+    pytest.importorskip("ruff")
+    _ok(_run("ruff", "format", "--check", "."))
+
+
+def test_mypy_strict_on_src():
+    pytest.importorskip("mypy")
+    _ok(_run("mypy", "--config-file", str(ROOT / "mypy.ini")))
+
+
+def _readme_blocks() -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", text, flags=re.S) if "jax.distributed" not in b]
+    # Each block is checked as its own module: a block's names may repeat another's.
+    return "\n".join(
+        f"def _block_{i}() -> None:\n" + "".join(f"    {line}\n" for line in b.splitlines())
+        for i, b in enumerate(blocks)
+    )
+
+
+def test_mypy_basic_on_examples_and_readme(tmp_path):
+    pytest.importorskip("mypy")
+    (tmp_path / "readme_snippets.py").write_text(_readme_blocks())
+    (tmp_path / "idioms.py").write_text(IDIOMS)
+    _ok(
+        _run(
+            "mypy",
+            "--config-file",
+            str(ROOT / "mypy-basic.ini"),
+            str(ROOT / "examples"),
+            str(tmp_path / "readme_snippets.py"),
+            str(tmp_path / "idioms.py"),
+        )
+    )
