@@ -227,9 +227,9 @@ def test_get_states_by_key_and_jaxpr_layout():
     assert key == f.get_arg_cache_key(jnp.zeros(2), (jnp.zeros(3), jnp.zeros(4)))
     assert key != f.get_arg_cache_key(jnp.zeros(2), (jnp.zeros(3), jnp.zeros(5)))
     f(*args)
-    assert f.get_states(key) == [out_state, st]
-    assert f.get_read_states(key) == [st]
-    assert f.get_write_states(key) == [out_state]
+    assert list(f.get_states_by_cache(key)) == [out_state, st]
+    assert list(f.get_read_states_by_cache(key)) == [st]
+    assert list(f.get_write_states_by_cache(key)) == [out_state]
     jaxpr = f.get_jaxpr_by_cache(key)
     assert jaxpr is f.make_jaxpr(*args)
     # inputs: the state leaves first (dict leaves in key order), then the argument leaves
@@ -241,7 +241,7 @@ def test_get_states_by_key_and_jaxpr_layout():
     traced = f.get_traced_call(key)
     assert isinstance(traced, TracedCall)
     assert traced.in_states == [st] and traced.out_states == [out_state]
-    assert f.get_out_shapes(key) == jax.ShapeDtypeStruct((), jnp.float32)
+    assert f.get_out_shapes_by_cache(key) == jax.ShapeDtypeStruct((), jnp.float32)
 
 
 def test_jaxpr_invars_count_read_and_written_state():

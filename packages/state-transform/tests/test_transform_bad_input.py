@@ -91,3 +91,22 @@ def test_python_branch_on_a_boolean_state_names_the_state_and_suggests_cond(tran
     assert_allclose(transform(g)(jnp.ones(3)), [2.0, 2.0, 2.0])
     flag.value = jnp.array(False)
     assert_allclose(transform(g)(jnp.ones(3)), [1.0, 1.0, 1.0])
+
+
+def test_axis_conflicts_raise_batch_axis_error_which_is_a_value_error():
+    import jax.numpy as jnp
+    import pytest
+    from state_core import BatchAxisError, ShortTermState
+    from state_transform import vmap2
+
+    s = ShortTermState(jnp.zeros(3), name="s")
+
+    def bump(x):
+        s.value = s.value + x
+
+    f = vmap2(bump, unexpected_out_state_mapping="raise")
+    with pytest.raises(BatchAxisError, match="'s' is written with a value that differs"):
+        f(jnp.arange(3.0))
+    with pytest.raises(ValueError, match="inconsistent sizes"):
+        vmap2(lambda a, b: a + b)(jnp.ones(2), jnp.ones(3))
+    assert issubclass(BatchAxisError, ValueError)

@@ -561,21 +561,38 @@ class StatefulFunction(StatefulFunctionIntrospection):
         """The ``TracedCall`` record for ``key`` (default: the latest trace)."""
         return self._entry(key)
 
-    def get_states(self, key: Hashable | None = None) -> list[State]:
-        """Every state the function accessed, in first-access order."""
-        return list(self._entry(key).states)
+    def get_states(self, *args: Any, **kwargs: Any) -> list[State]:
+        """Every state the function accessed for a call with these arguments, in first-access order.
 
-    def get_read_states(self, key: Hashable | None = None) -> list[State]:
-        """States the function read but never wrote."""
-        return list(self._entry(key).read_only_states)
+        Without arguments, the latest trace is described; ``compile_if_miss=False``
+        raises instead of tracing a new signature. ``get_states_by_cache(key)`` takes
+        a key from ``get_arg_cache_key``.
 
-    def get_write_states(self, key: Hashable | None = None) -> list[State]:
-        """States the function wrote."""
-        return list(self._entry(key).out_states)
+        Example:
+            >>> import jax.numpy as jnp
+            >>> from state_core import State, StatefulFunction
+            >>> a, b = State(jnp.zeros(2), name='a'), State(jnp.ones(2), name='b')
+            >>> def step(x):
+            ...     b.value = a.value + x
+            >>> f = StatefulFunction(step)
+            >>> [s.name for s in f.get_states(jnp.ones(2))]
+            ['a', 'b']
+            >>> [s.name for s in f.get_read_states(jnp.ones(2))], [s.name for s in f.get_write_states()]
+            (['a'], ['b'])
+        """
+        return list(self._traced_for(args, kwargs).states)
 
-    def get_out_shapes(self, key: Hashable | None = None) -> Any:
-        """``jax.ShapeDtypeStruct`` tree of the function's output."""
-        return self._entry(key).out_shapes
+    def get_read_states(self, *args: Any, **kwargs: Any) -> list[State]:
+        """States the function read but never wrote (arguments as for ``get_states``)."""
+        return list(self._traced_for(args, kwargs).read_only_states)
+
+    def get_write_states(self, *args: Any, **kwargs: Any) -> list[State]:
+        """States the function wrote (arguments as for ``get_states``)."""
+        return list(self._traced_for(args, kwargs).out_states)
+
+    def get_out_shapes(self, *args: Any, **kwargs: Any) -> Any:
+        """``jax.ShapeDtypeStruct`` tree of the function's output (arguments as for ``get_states``)."""
+        return self._traced_for(args, kwargs).out_shapes
 
     def clear_cache(self) -> None:
         """Forget every traced signature (the next call traces again)."""

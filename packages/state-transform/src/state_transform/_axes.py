@@ -6,6 +6,7 @@ import operator
 from typing import Any, Dict, Iterable, Sequence
 
 import jax
+from state_core import BatchAxisError
 from state_core.filter import Filter, to_predicate
 
 __all__ = [
@@ -184,7 +185,7 @@ def check_state_in_out_axes(name: str, label: str, in_axis: Any, out_axis: Any, 
     if not isinstance(in_axis, int) or not isinstance(out_axis, int):
         return
     if in_axis % ndim != out_axis % ndim:
-        raise ValueError(
+        raise BatchAxisError(
             f"{name}: {label} is mapped on axis {in_axis} by state_in_axes but on axis "
             f"{out_axis} by state_out_axes, so it would come back with its axes reordered. "
             "Give it the same axis in state_in_axes and state_out_axes."

@@ -11,7 +11,7 @@ from typing import Any, Callable, Hashable, Iterable
 
 import jax
 import jax.extend.core as jex_core
-from state_core import State, StatefulFunction, states_of_callable
+from state_core import BatchAxisError, State, StatefulFunction, states_of_callable
 from state_core.engine import TracedCall, merger, unflatten_states
 from state_random import is_random_state, is_single_key, split_for_lanes
 
@@ -398,7 +398,7 @@ class StatefulMapping(StatefulFunction):
                 "state_in_axes."
             )
         if len(distinct) > 1:
-            raise ValueError(
+            raise BatchAxisError(
                 f"{self.name}: the mapped axis has inconsistent sizes: {format_sizes(sizes)}. "
                 "Every mapped argument and state must have the same size along its mapped axis."
             )
@@ -418,7 +418,7 @@ class StatefulMapping(StatefulFunction):
         label = self._state_label(state, paths)
         if axis is not _UNDECLARED:
             if axis is None and varies:
-                raise ValueError(
+                raise BatchAxisError(
                     f"{self.name}: {label} is declared unmapped (None) in state_out_axes, but its "
                     "new value differs across the mapped axis. Declare an int axis for it, or "
                     "reduce it over the axis (e.g. with jax.lax.pmean) before writing it."
@@ -435,7 +435,7 @@ class StatefulMapping(StatefulFunction):
             "but no state_out_axes entry covers it"
         )
         if policy == "raise":
-            raise ValueError(
+            raise BatchAxisError(
                 f"{message}. Declare it, e.g. {fix} or {{{axis}: OfType({type(state).__name__})}}, "
                 f"or pass unexpected_out_state_mapping='auto' to stack it on axis {axis}."
             )
