@@ -5,11 +5,14 @@ import re
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 GUIDE = "docs/guides/checkpointing.md"
-README_SECTION = "docs/_notes/checkpoint-readme.md"
+README_SECTION = ("README.md", "## Saving and restoring")
 
 
-def _run(page):
-    blocks = re.findall(r"```python\n(.*?)```", (ROOT / page).read_text(), flags=re.S)
+def _run(page, section=None):
+    text = (ROOT / page).read_text()
+    if section is not None:  # only the blocks of that section
+        text = text.split(section, 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
     assert blocks, f"{page} has no python block"
     namespace: dict = {}
     for block in blocks:
@@ -25,5 +28,5 @@ def test_guide_runs_and_reaches_its_claims():
 
 
 def test_readme_section_runs():
-    namespace = _run(README_SECTION)
+    namespace = _run(*README_SECTION)
     assert namespace["model"].layers[0].weight.value.shape == (2, 4)
