@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DISTS = ["state-core", "state-random", "state-transform", "state-nn"]
 # Which matrix environment tests the lowest JAX of each distribution.
 MATRIX_END = {
-    "state-core": "lowest-core",
-    "state-random": "lowest-core",
+    "state-core": "lowest-transform",
+    "state-random": "lowest-transform",
     "state-transform": "lowest-transform",
     "state-nn": "lowest-transform",
 }
