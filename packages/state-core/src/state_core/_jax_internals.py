@@ -34,8 +34,9 @@ def missing_jax_features() -> list[str]:
         []
     """
     missing = []
-    if not hasattr(jex_core, "take_current_trace"):
-        missing.append("jax.extend.core.take_current_trace")
+    for name in ("take_current_trace", "jaxprs_in_params"):
+        if not hasattr(jex_core, name):
+            missing.append(f"jax.extend.core.{name}")
     # find_spec of a submodule imports its parent package, which exists on every JAX.
     if importlib.util.find_spec("jax._src.source_info_util") is None:
         missing.append("jax._src.source_info_util")
