@@ -20,7 +20,8 @@ import os
 import statistics
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 
@@ -142,7 +143,9 @@ def case_pmap() -> tuple[Callable, Callable]:
         w.value = w.value * 0.5 + delta
         return w.value.sum()
 
-    ours = pmap2(step, axis_name="d", state_in_axes={0: OfType(sc.ParamState)}, state_out_axes={0: OfType(sc.ParamState)})
+    ours = pmap2(
+        step, axis_name="d", state_in_axes={0: OfType(sc.ParamState)}, state_out_axes={0: OfType(sc.ParamState)}
+    )
     delta = jnp.ones((n, 4))
     pure_c = jax.pmap(lambda v, d: (v * 0.5 + d, (v * 0.5 + d).sum()), axis_name="d")
     box = {"w": jnp.ones((n, 4))}
@@ -165,8 +168,12 @@ def case_shard_map() -> tuple[Callable, Callable]:
         return jax.lax.psum(jnp.sum(d, keepdims=True), "x")
 
     ours = shard_map(
-        accumulate, mesh, in_specs=(P("x"),), out_specs=P(),
-        state_in_specs={buffer: P("x")}, state_out_specs={buffer: P("x")},
+        accumulate,
+        mesh,
+        in_specs=(P("x"),),
+        out_specs=P(),
+        state_in_specs={buffer: P("x")},
+        state_out_specs={buffer: P("x")},
     )
 
     def pure(b, d):

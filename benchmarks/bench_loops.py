@@ -20,7 +20,8 @@ import io
 import statistics
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -116,8 +117,13 @@ def make_ensemble(n: int = N_NEURONS, steps: int = N_STEPS, members: int = ENSEM
     pop = Population(n, seed=0, members=members)
     ts = jnp.arange(steps, dtype=jnp.float32)
     per_member = (OfType(HiddenState), OfType(ShortTermState))  # a tuple: any of them
-    ours = vmap2(lambda ts: for_loop(pop.update, ts), in_axes=None, axis_size=members,
-                 state_in_axes={0: per_member}, state_out_axes={0: per_member})
+    ours = vmap2(
+        lambda ts: for_loop(pop.update, ts),
+        in_axes=None,
+        axis_size=members,
+        state_in_axes={0: per_member},
+        state_out_axes={0: per_member},
+    )
 
     one = _reference_scan(n)
 
@@ -166,11 +172,12 @@ def rows(quick: bool = False) -> list[dict[str, Any]]:
     result = []
 
     def add(case: str, ours: float, ref: float, target: float) -> None:
-        result.append(dict(case=case, ours_ms=ours * 1e3, reference_ms=ref * 1e3,
-                           ratio=ours / ref, target=target))
+        result.append(dict(case=case, ours_ms=ours * 1e3, reference_ms=ref * 1e3, ratio=ours / ref, target=target))
 
     add(f"LIF {N_NEURONS}x{N_STEPS} for_loop in jit", *_interleaved(*make_single(), calls, repeats), 1.2)
-    add(f"LIF vmap2 {ENSEMBLE}x{N_NEURONS}x{N_STEPS}", *_interleaved(*make_ensemble(), max(1, calls // 2), repeats), 1.2)
+    add(
+        f"LIF vmap2 {ENSEMBLE}x{N_NEURONS}x{N_STEPS}", *_interleaved(*make_ensemble(), max(1, calls // 2), repeats), 1.2
+    )
     add("LIF first call (trace+compile)", *first_call(make_single, 3), 1.5)
     add("LIF vmap2 first call", *first_call(make_ensemble, 3), 1.5)
     add("10k-step loop + progress bar", *_interleaved(*make_progress(), max(1, calls // 2), repeats), 1.1)
@@ -182,8 +189,7 @@ def format_rows(table: list[dict[str, Any]]) -> str:
     lines.append("-" * len(lines[0]))
     for r in table:
         lines.append(
-            f"{r['case']:<36} {r['ours_ms']:>10.2f} {r['reference_ms']:>18.2f} "
-            f"{r['ratio']:>6.2f}x {r['target']:>6.1f}x"
+            f"{r['case']:<36} {r['ours_ms']:>10.2f} {r['reference_ms']:>18.2f} {r['ratio']:>6.2f}x {r['target']:>6.1f}x"
         )
     return "\n".join(lines)
 

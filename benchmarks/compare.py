@@ -8,10 +8,12 @@ pure JAX measured in the same run.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
+
 from state_core import ShortTermState
 from state_core.filter import OfType
 from state_transform import jit, vmap2
@@ -34,7 +36,10 @@ def pure_cases() -> dict[str, Case]:
     x = jnp.ones((BATCH, 4))
     vm = jax.jit(jax.vmap(_step_values))
     jt = jax.jit(_step_values)
-    box = {"v": [jnp.zeros((BATCH, 4)) + i for i in range(N_STATES)], "j": [jnp.zeros((BATCH, 4)) + i for i in range(N_STATES)]}
+    box = {
+        "v": [jnp.zeros((BATCH, 4)) + i for i in range(N_STATES)],
+        "j": [jnp.zeros((BATCH, 4)) + i for i in range(N_STATES)],
+    }
 
     def run_vmap():
         box["v"], out = vm(box["v"], x)

@@ -113,8 +113,10 @@ def main() -> int:
     losses = np.stack(losses)  # (steps, members)
     final_weights = ensemble.states(ParamState).to_values()
 
-    print(f"\ntime per step: {statistics.median(step_times[5:]) * 1e3:.2f} ms "
-          f"(first step, including tracing and compilation: {step_times[0] * 1e3:.0f} ms)")
+    print(
+        f"\ntime per step: {statistics.median(step_times[5:]) * 1e3:.2f} ms "
+        f"(first step, including tracing and compilation: {step_times[0] * 1e3:.0f} ms)"
+    )
     print("per-member training loss (first step -> last 20 steps' mean):")
     for member in range(MEMBERS):
         print(f"  member {member}: {losses[0, member]:.4f} -> {losses[-20:, member].mean():.4f}")
@@ -151,9 +153,11 @@ def resume_check(ensemble, train, x, y, losses, final_weights) -> None:
     same = np.array_equal(resumed, losses[step:]) and all(
         np.array_equal(weights[path], value) for path, value in final_weights.items()
     )
-    print(f"checkpoint saved at step {step} to {os.path.relpath(CHECKPOINT_DIR)}; resumed and trained "
-          f"steps {step}..{STEPS - 1} again: losses and weights "
-          + ("match the uninterrupted run bit for bit" if same else "DIFFER from the uninterrupted run"))
+    print(
+        f"checkpoint saved at step {step} to {os.path.relpath(CHECKPOINT_DIR)}; resumed and trained "
+        f"steps {step}..{STEPS - 1} again: losses and weights "
+        + ("match the uninterrupted run bit for bit" if same else "DIFFER from the uninterrupted run")
+    )
     if not same:
         raise SystemExit("resumed training diverged from the uninterrupted run")
 

@@ -123,8 +123,7 @@ def main(argv: list[str] | None = None) -> dict:
     path = os.path.join(args.out, "lif_population.png")
     plot(spikes, pop.dt, path)
     rate = spikes.mean() / (pop.dt * 1e-3)
-    print(f"{args.neurons} neurons x {args.steps} steps: {int(spikes.sum())} spikes, "
-          f"mean rate {rate:.1f} Hz -> {path}")
+    print(f"{args.neurons} neurons x {args.steps} steps: {int(spikes.sum())} spikes, mean rate {rate:.1f} Hz -> {path}")
     return {"spikes": spikes, "rate_hz": float(rate), "png": path, "population": pop}
 
 

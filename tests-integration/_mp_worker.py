@@ -96,7 +96,9 @@ def main() -> None:
         "buffer_spec": str(value.sharding.spec) if hasattr(value.sharding, "spec") else repr(value.sharding),
         "buffer_shards": [np.asarray(s.data).tolist() for s in value.addressable_shards],
         "buffer_shard_indices": [
-            [sl.start or 0, sl.stop if sl.stop is not None else size] for s in value.addressable_shards for sl in s.index
+            [sl.start or 0, sl.stop if sl.stop is not None else size]
+            for s in value.addressable_shards
+            for sl in s.index
         ],
         "psum": results,
         "noise_shards": noise_shards,

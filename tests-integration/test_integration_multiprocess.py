@@ -27,9 +27,7 @@ pytestmark = pytest.mark.multiprocess
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-SRC_DIRS = [
-    ROOT / "packages" / dist / "src" for dist in ("state-core", "state-random", "state-transform", "state-nn")
-]
+SRC_DIRS = [ROOT / "packages" / dist / "src" for dist in ("state-core", "state-random", "state-transform", "state-nn")]
 WORKER = HERE / "_mp_worker.py"
 NUM_PROCESSES = 2
 LOCAL_DEVICES = 4
@@ -102,7 +100,7 @@ def _run_workers() -> list[dict]:
     for pid, (_, out, _) in enumerate(outputs):
         lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
         assert len(lines) == 1, f"worker {pid} printed no RESULT line:\n" + report()
-        records.append(json.loads(lines[0][len("RESULT "):]))
+        records.append(json.loads(lines[0][len("RESULT ") :]))
     return records
 
 

@@ -103,9 +103,7 @@ def test_seed000_pmap2_module_over_all_devices():
 def test_seed000_pairwise_devices_and_mapping_repr():
     logical_devices = jax.devices()[:2]
     model = Affine(size=len(logical_devices))
-    pairwise_update = pmap2(
-        model, axis_name="pair", in_axes=0, out_axes=0, devices=logical_devices, **_param_axes()
-    )
+    pairwise_update = pmap2(model, axis_name="pair", in_axes=0, out_axes=0, devices=logical_devices, **_param_axes())
     deltas = jnp.stack([jnp.ones((4,)), -jnp.ones((4,))], axis=0)
     pairwise_update(deltas)
     assert_allclose(_np(model.weight.value), [[2.0] * 4, [0.0] * 4])
@@ -206,8 +204,12 @@ def test_seed001_shard_map_examples():
         return d
 
     g = shard_map(
-        accumulate, mesh, in_specs=(P("x"),), out_specs=P("x"),
-        state_in_specs={buffer: P("x")}, state_out_specs={buffer: P("x")},
+        accumulate,
+        mesh,
+        in_specs=(P("x"),),
+        out_specs=P("x"),
+        state_in_specs={buffer: P("x")},
+        state_out_specs={buffer: P("x")},
     )
     g(jnp.ones(16))
     g(jnp.ones(16))
@@ -216,7 +218,9 @@ def test_seed001_shard_map_examples():
 
     total = shard_map(
         lambda d: jax.lax.psum(jnp.sum(d, keepdims=True), axis_name="x"),
-        mesh, in_specs=(P("x"),), out_specs=P(),
+        mesh,
+        in_specs=(P("x"),),
+        out_specs=P(),
     )
     assert_allclose(_np(total(data)), [120.0])
 
@@ -232,9 +236,7 @@ def test_seed001_shard_map_examples():
 
     n = jax.device_count()
     mesh2d = jax.make_mesh((n // 2, 2), ("data", "model"))
-    f2 = shard_map(
-        lambda d: d + 1.0, mesh2d, in_specs=(P("data", "model"),), out_specs=P("data", "model")
-    )
+    f2 = shard_map(lambda d: d + 1.0, mesh2d, in_specs=(P("data", "model"),), out_specs=P("data", "model"))
     assert_allclose(_np(f2(jnp.ones((n // 2, 2)))), np.full((4, 2), 2.0))
 
 
@@ -259,8 +261,12 @@ def test_shard_map_on_module_with_path_filter_matches_vmap2():
 
     sharded = Tracker(16)
     f = shard_map(
-        sharded, _mesh(), in_specs=(P("x"),), out_specs=P("x"),
-        state_in_specs={PathContains("stats"): P("x")}, state_out_specs={PathContains("stats"): P("x")},
+        sharded,
+        _mesh(),
+        in_specs=(P("x"),),
+        out_specs=P("x"),
+        state_in_specs={PathContains("stats"): P("x")},
+        state_out_specs={PathContains("stats"): P("x")},
     )
     out = f(x)
     f(x)
@@ -271,8 +277,11 @@ def test_shard_map_on_module_with_path_filter_matches_vmap2():
 
     mapped = Tracker(16)
     v = vmap2(
-        mapped, in_axes=0, out_axes=0,
-        state_in_axes={0: PathContains("stats")}, state_out_axes={0: PathContains("stats")},
+        mapped,
+        in_axes=0,
+        out_axes=0,
+        state_in_axes={0: PathContains("stats")},
+        state_out_axes={0: PathContains("stats")},
     )
     assert_allclose(_np(v(x)), _np(out), rtol=1e-6, atol=1e-6)
     v(x)
@@ -446,7 +455,10 @@ def test_seed002_s3_1_attributes_and_s3_2_caching():
         return accumulator.value
 
     mapped = vmap2(
-        accumulate, in_axes=0, out_axes=0, axis_size=4,
+        accumulate,
+        in_axes=0,
+        out_axes=0,
+        axis_size=4,
         state_in_axes={0: OfType(state_core.ShortTermState)},
     )
     assert mapped.origin_fun is accumulate
@@ -479,8 +491,12 @@ def test_seed002_s3_4_custom_mapping_fn_and_s3_5_jaxpr():
         return counter_state.value
 
     custom = StatefulMapping(
-        increment, in_axes=0, out_axes=0, name="custom_increment",
-        mapping_fn=functools.partial(jax.vmap, spmd_axis_name=None), **_short_term_axes(),
+        increment,
+        in_axes=0,
+        out_axes=0,
+        name="custom_increment",
+        mapping_fn=functools.partial(jax.vmap, spmd_axis_name=None),
+        **_short_term_axes(),
     )
     assert_allclose(_np(custom(jnp.array([1.0, 2.0, 3.0]))), [1.0, 2.0, 3.0])
     assert_allclose(_np(counter_state.value), [1.0, 2.0, 3.0])
@@ -512,7 +528,7 @@ def test_seed002_s4_nested_and_jit_grad():
     assert_allclose(_np(result), np.arange(12.0).reshape(3, 4))
 
     def loss_fn(x, target):
-        return jnp.sum((x ** 2 - target) ** 2)
+        return jnp.sum((x**2 - target) ** 2)
 
     batched_grad_jit = jit(vmap2(grad(loss_fn, argnums=0), in_axes=(0, 0)))
     g = batched_grad_jit(jnp.array([1.0, 2.0, 3.0]), jnp.array([2.0, 4.0, 6.0]))
@@ -739,9 +755,7 @@ class StackedMLP(MLP):
 
     def __init__(self, stacked):
         super().__init__(*[jnp.asarray(p[0]) for p in stacked])
-        for state, value in zip(
-            (self.l1.weight, self.l1.bias, self.l2.weight, self.l2.bias), stacked
-        ):
+        for state, value in zip((self.l1.weight, self.l1.bias, self.l2.weight, self.l2.bias), stacked):
             state.value = jnp.asarray(value)
         self.acc = state_core.ShortTermState(jnp.zeros((N_DEV, 2)))
 
@@ -768,8 +782,12 @@ def test_stacked_members_vmap2_pmap2_shard_map_agree():
         "pmap2": pmap2(nets["pmap2"], axis_name="members", **axes),
         # One member per shard; inside each shard a vmap2 over the local block of 1.
         "shard_map": shard_map(
-            vmap2(nets["shard_map"], **axes), _mesh(), in_specs=(P("x"),), out_specs=P("x"),
-            state_in_specs=P("x"), state_out_specs=P("x"),
+            vmap2(nets["shard_map"], **axes),
+            _mesh(),
+            in_specs=(P("x"),),
+            out_specs=P("x"),
+            state_in_specs=P("x"),
+            state_out_specs=P("x"),
         ),
     }
     for name, run in runners.items():
@@ -845,9 +863,7 @@ def test_seeded_random_state_same_under_vmap2_pmap2_and_shard_map():
     runs = {
         "vmap2": vmap2(draw, in_axes=0),
         "pmap2": pmap2(draw, in_axes=0, axis_name="lanes"),
-        "shard_map": shard_map(
-            lambda x: x + rng.normal(size=x.shape), _mesh(), in_specs=(P("x"),), out_specs=P("x")
-        ),
+        "shard_map": shard_map(lambda x: x + rng.normal(size=x.shape), _mesh(), in_specs=(P("x"),), out_specs=P("x")),
     }
     outs = {}
     for name, f in runs.items():

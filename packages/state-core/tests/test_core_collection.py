@@ -101,7 +101,10 @@ def test_collect_states_with_filters():
     net = Net()
     params = collect_states(net, ParamState)
     assert list(params) == [
-        ("encoder", "weight"), ("encoder", "bias"), ("blocks", 0, "weight"), ("blocks", 0, "bias"),
+        ("encoder", "weight"),
+        ("encoder", "bias"),
+        ("blocks", 0, "weight"),
+        ("blocks", 0, "bias"),
     ]
     assert list(collect_states(net, HiddenState, "frozen")) == [("hidden",), ("blocks", 0, "weight")]
     assert list(collect_states(net, PathContains("extras"))) == [("extras", "count")]
@@ -119,7 +122,7 @@ def test_filter_and_split():
     assert list(rest) == [("hidden",), ("blocks", 1, 0), ("extras", "count")]
     assert all(isinstance(part, StateDict) for part in (frozen, params, rest))
 
-    only_hidden, = states.split(HiddenState)  # unmatched states are dropped
+    (only_hidden,) = states.split(HiddenState)  # unmatched states are dropped
     assert list(only_hidden) == [("hidden",)]
 
     with pytest.raises(ValueError, match=r"StateDict.split needs at least one filter; use `...` for the rest\."):
@@ -150,7 +153,10 @@ def test_paths_by_state_and_repr():
     net = Net()
     states = collect_states(net, LongTermState)
     assert states.paths_by_state()[id(net.encoder.bias)] == ("encoder", "bias")
-    assert repr(states.filter(PathContains("encoder"))) == "StateDict({encoder.weight: ParamState, encoder.bias: ParamState})"
+    assert (
+        repr(states.filter(PathContains("encoder")))
+        == "StateDict({encoder.weight: ParamState, encoder.bias: ParamState})"
+    )
     assert repr(StateDict()) == "StateDict({})"
 
 

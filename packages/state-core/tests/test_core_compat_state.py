@@ -16,8 +16,8 @@ from state_core import (
     ShortTermState,
     State,
     StateError,
-    StateLeakError,
     StatefulFunction,
+    StateLeakError,
     StateTraceStack,
     check_state_value_tree,
     collect_states,
@@ -89,7 +89,9 @@ def test_copy_from_writes_the_other_value():
 def test_source_info_points_at_the_creating_line():
     s = State(0.0)
     line = s.source_info
-    assert line.endswith(f"test_core_compat_state.py:{test_source_info_points_at_the_creating_line.__code__.co_firstlineno + 1}")
+    assert line.endswith(
+        f"test_core_compat_state.py:{test_source_info_points_at_the_creating_line.__code__.co_firstlineno + 1}"
+    )
 
 
 def test_stack_level_reads_and_sets_the_level():
@@ -110,7 +112,9 @@ def test_hidden_state_varshape_and_num_state():
     pair = HiddenState({"v": jnp.zeros(5), "u": jnp.ones(5)})
     assert pair.varshape == (5,) and pair.num_state == 2
     bad = HiddenState((jnp.zeros(2), jnp.zeros(3)), name="bad")
-    with pytest.raises(ValueError, match=re.escape("HiddenState 'bad' has no single varshape: its leaves have shapes [(2,), (3,)]")):
+    with pytest.raises(
+        ValueError, match=re.escape("HiddenState 'bad' has no single varshape: its leaves have shapes [(2,), (3,)]")
+    ):
         bad.varshape
 
 

@@ -4,18 +4,23 @@ import doctest
 import importlib
 import pkgutil
 
-import pytest
-
 import state_core
 
-MODULES = ["state_core"] + sorted(
-    f"state_core.{info.name}" for info in pkgutil.iter_modules(state_core.__path__)
-)
+MODULES = ["state_core"] + sorted(f"state_core.{info.name}" for info in pkgutil.iter_modules(state_core.__path__))
 
 
 def test_module_list_is_complete():
-    for name in ["_state", "_trace", "_filter", "filter", "_collection", "_stateful_function",
-                 "_jax_internals", "_context", "_pretty"]:
+    for name in [
+        "_state",
+        "_trace",
+        "_filter",
+        "filter",
+        "_collection",
+        "_stateful_function",
+        "_jax_internals",
+        "_context",
+        "_pretty",
+    ]:
         assert f"state_core.{name}" in MODULES
 
 

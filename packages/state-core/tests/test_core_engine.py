@@ -8,14 +8,23 @@ import pytest
 from numpy.testing import assert_allclose
 
 import state_core
-from state_core import ParamState, State, StatefulFunction
-from state_core import engine
+from state_core import ParamState, State, StatefulFunction, engine
 
 
 def test_user_facing_all_has_no_engine_internals():
-    internals = {"ArrayImpl", "check_state_avals", "states_changed", "unflatten_states", "read_state_values",
-                 "write_state_values", "leaf_signature", "canonical_signature", "StaleTraceError", "TracedCall",
-                 "format_fields"}
+    internals = {
+        "ArrayImpl",
+        "check_state_avals",
+        "states_changed",
+        "unflatten_states",
+        "read_state_values",
+        "write_state_values",
+        "leaf_signature",
+        "canonical_signature",
+        "StaleTraceError",
+        "TracedCall",
+        "format_fields",
+    }
     assert not internals & set(state_core.__all__)
     assert internals <= set(engine.__all__)
     for name in engine.__all__:

@@ -33,7 +33,16 @@ ITEMS = [(("enc", "w"), P), (("enc", "h"), H), (("dec", 0), L), (("dec", 1), S)]
 
 def test_public_names():
     assert set(F.__all__) >= {
-        "Filter", "OfType", "WithTag", "PathContains", "Any", "All", "Not", "Everything", "Nothing", "to_predicate",
+        "Filter",
+        "OfType",
+        "WithTag",
+        "PathContains",
+        "Any",
+        "All",
+        "Not",
+        "Everything",
+        "Nothing",
+        "to_predicate",
     }
 
 

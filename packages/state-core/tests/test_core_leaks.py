@@ -18,7 +18,9 @@ def test_state_created_in_plain_jit_and_read_afterwards_raises_with_creation_sit
         return box["s"].value + 1  # reading it inside its own trace is fine
 
     assert_allclose(make(1.0), 3.0)
-    with pytest.raises(StateLeakError, match=r"'born_in_jit' was created inside a traced function at .*test_core_leaks.py:\d+"):
+    with pytest.raises(
+        StateLeakError, match=r"'born_in_jit' was created inside a traced function at .*test_core_leaks.py:\d+"
+    ):
         box["s"].value
     with pytest.raises(StateLeakError, match="born_in_jit"):
         box["s"].value = jnp.zeros(())

@@ -15,8 +15,8 @@ from state_core import (
     ParamState,
     ShortTermState,
     State,
-    StatefulFunction,
     StateDict,
+    StatefulFunction,
     collect_states,
     format_value,
 )

@@ -27,8 +27,6 @@ from state_core import (
 from state_core._context import CTX
 
 
-
-
 # ----------------------------------------------------------------------------- family
 def test_subclass_hierarchy():
     assert issubclass(ShortTermState, State)
@@ -101,10 +99,7 @@ def test_state_holding_dict_pytree():
     assert_allclose(s.value["w"], np.full((2, 3), 3.0))
     assert_allclose(s.value["b"], np.ones(3))
     assert repr(s) == (
-        "State(\n"
-        "  name='layer',\n"
-        "  value={'b': ShapedArray(float32[3]), 'w': ShapedArray(float32[2,3])}\n"
-        ")"
+        "State(\n  name='layer',\n  value={'b': ShapedArray(float32[3]), 'w': ShapedArray(float32[2,3])}\n)"
     )
 
 
@@ -167,10 +162,9 @@ def test_strict_context_manager_rejects_dtype_change():
 
 
 def test_strict_mode_is_reset_after_an_exception():
-    with pytest.raises(KeyError):
-        with strict_state_checks():
-            assert CTX.strict == 1
-            raise KeyError("x")
+    with pytest.raises(KeyError), strict_state_checks():
+        assert CTX.strict == 1
+        raise KeyError("x")
     assert CTX.strict == 0
 
 
@@ -221,12 +215,7 @@ def test_format_fields_nested_indentation():
     assert format_fields("Empty", []) == "Empty()"
     inner = State(jnp.zeros(2))
     assert format_fields("Outer", [("inner", inner), ("k", "3")]) == (
-        "Outer(\n"
-        "  inner=State(\n"
-        "    value=ShapedArray(float32[2])\n"
-        "  ),\n"
-        "  k=3\n"
-        ")"
+        "Outer(\n  inner=State(\n    value=ShapedArray(float32[2])\n  ),\n  k=3\n)"
     )
 
 
@@ -250,14 +239,19 @@ def test_pickling_is_refused():
 def test_assigning_a_state_as_value_is_type_error():
     a = State(jnp.ones(2), name="a")
     b = State(jnp.zeros(2), name="b")
-    with pytest.raises(TypeError, match=re.escape("Cannot assign a State to State 'b'.value; assign `other.value` instead.")):
+    with pytest.raises(
+        TypeError, match=re.escape("Cannot assign a State to State 'b'.value; assign `other.value` instead.")
+    ):
         b.value = a
     assert_allclose(b.value, np.zeros(2))
 
 
 def test_state_cannot_hold_a_state():
     a = State(jnp.ones(2), name="a")
-    with pytest.raises(TypeError, match=r"(?s)A State cannot hold another State .*as the value of a new ParamState\); pass `other.value`"):
+    with pytest.raises(
+        TypeError,
+        match=r"(?s)A State cannot hold another State .*as the value of a new ParamState\); pass `other.value`",
+    ):
         ParamState(a)
 
 
@@ -277,7 +271,9 @@ def test_writing_tracer_into_top_level_state_inside_plain_jit_raises_leak_error(
         top.value = x
         return x
 
-    with pytest.raises(StateLeakError, match=r"State 'top' was assigned a JAX tracer outside any state-aware transformation"):
+    with pytest.raises(
+        StateLeakError, match=r"State 'top' was assigned a JAX tracer outside any state-aware transformation"
+    ):
         f(jnp.ones(2))
     assert_allclose(top.value, np.zeros(2))
     assert not isinstance(top.value, jax.core.Tracer)
@@ -310,7 +306,8 @@ def test_state_created_in_stateful_trace_and_used_after_reports_creation_site():
     box = {}
 
     def make(x):
-        box["state"] = State(x * 2, name="leaky"); box["line"] = inspect.currentframe().f_lineno  # noqa: E702
+        box["line"] = inspect.currentframe().f_lineno + 1  # the next line creates the state
+        box["state"] = State(x * 2, name="leaky")
         return x + 1
 
     out = StatefulFunction(make)(jnp.ones(2))

@@ -128,10 +128,12 @@ def test_python_scalar_args_share_one_trace():
 
 def test_pytree_args_and_kwargs():
     bias = State(jnp.zeros(2), name="bias")
-    fn = Counted(lambda params, xs, *, scale: {
-        "sum": params["a"] + params["b"][0] * xs[1] + bias.value,
-        "scaled": xs[0] * scale,
-    })
+    fn = Counted(
+        lambda params, xs, *, scale: {
+            "sum": params["a"] + params["b"][0] * xs[1] + bias.value,
+            "scaled": xs[0] * scale,
+        }
+    )
     f = StatefulFunction(fn)
     params = {"a": jnp.ones(2), "b": (jnp.full(2, 2.0),)}
     out = f(params, (jnp.arange(2.0), jnp.full(2, 3.0)), scale=jnp.asarray(10.0))
@@ -145,7 +147,7 @@ def test_pytree_args_and_kwargs():
 
 # ------------------------------------------------------------------------ static args
 def test_static_argnums():
-    fn = Counted(lambda x, n: x ** n if n > 1 else x)  # Python control flow on a static
+    fn = Counted(lambda x, n: x**n if n > 1 else x)  # Python control flow on a static
     f = StatefulFunction(fn, static_argnums=1)
     assert_allclose(f(jnp.asarray(3.0), 2), 9.0)
     assert_allclose(f(jnp.asarray(2.0), 2), 4.0)
@@ -180,7 +182,9 @@ def test_static_argnames():
 
 def test_unhashable_static_args_are_type_errors():
     f = StatefulFunction(lambda x, k: x, static_argnums=1)
-    with pytest.raises(TypeError, match=r"Static argument 1 of <lambda> must be hashable, got a list; pass it as a tuple"):
+    with pytest.raises(
+        TypeError, match=r"Static argument 1 of <lambda> must be hashable, got a list; pass it as a tuple"
+    ):
         f(1.0, [1, 2])
     g = StatefulFunction(lambda x, *, opts: x, static_argnames="opts")
     with pytest.raises(TypeError, match=r"Static argument 'opts' of <lambda> must be hashable, got a dict"):
@@ -189,7 +193,9 @@ def test_unhashable_static_args_are_type_errors():
 
 def test_static_argnum_out_of_range_is_value_error():
     f = StatefulFunction(lambda x, k=2: x * k, static_argnums=1)
-    with pytest.raises(ValueError, match=r"static_argnums contains 1, but <lambda> was called with only 1 positional argument"):
+    with pytest.raises(
+        ValueError, match=r"static_argnums contains 1, but <lambda> was called with only 1 positional argument"
+    ):
         f(1.0, k=3)
 
 
@@ -213,8 +219,8 @@ def test_introspection_before_tracing_is_value_error():
 
 
 def test_get_states_by_key_and_jaxpr_layout():
-    st = State({"p": jnp.zeros(5), "q": jnp.zeros(6)}, name="st")   # 2 leaves, read-only
-    out_state = HiddenState(jnp.zeros(7), name="out")                 # written, never read
+    st = State({"p": jnp.zeros(5), "q": jnp.zeros(6)}, name="st")  # 2 leaves, read-only
+    out_state = HiddenState(jnp.zeros(7), name="out")  # written, never read
 
     def fn(x, yz):
         y, z = yz
@@ -391,12 +397,17 @@ def test_read_state_changes_shape_between_calls_retraces():
 def test_strict_mode_applies_to_traced_writes():
     s = State(jnp.zeros(2), name="s")
     f = StatefulFunction(lambda x: setattr(s, "value", jnp.concatenate([s.value, x])) or x)
-    with strict_state_checks():
-        with pytest.raises(ValueError, match=re.escape(
-            "Strict state check failed for State 's': the state holds ShapedArray(float32[2]) "
-            "but the new value is ShapedArray(float32[3])."
-        )):
-            f(jnp.ones(1))
+    with (
+        strict_state_checks(),
+        pytest.raises(
+            ValueError,
+            match=re.escape(
+                "Strict state check failed for State 's': the state holds ShapedArray(float32[2]) "
+                "but the new value is ShapedArray(float32[3])."
+            ),
+        ),
+    ):
+        f(jnp.ones(1))
     assert_allclose(s.value, [0.0, 0.0])
     f(jnp.ones(1))  # non-strict: the write may grow the state
     assert_allclose(s.value, [0.0, 0.0, 1.0])
@@ -568,7 +579,7 @@ def test_writing_state_inside_plain_cond_branch_is_reported_as_state_leak():
 # ------------------------------------------------------------------------ JAX transformations
 def test_grad_with_read_only_states():
     w = ParamState(jnp.array([1.0, 2.0, 3.0]), name="w")
-    f = StatefulFunction(lambda x: jnp.sum(w.value * x ** 2))
+    f = StatefulFunction(lambda x: jnp.sum(w.value * x**2))
     x = jnp.array([1.0, -1.0, 2.0])
     assert_allclose(jax.grad(f)(x), 2 * np.array([1.0, 2.0, 3.0]) * np.array([1.0, -1.0, 2.0]))
     assert_allclose(f(x), 1 + 2 + 12)

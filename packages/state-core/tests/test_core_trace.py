@@ -27,10 +27,10 @@ def test_first_access_order_and_read_write_split():
     c = State(jnp.full(2, 2.0), name="c")
     d = State(jnp.full(2, 3.0), name="d")
     with StateTraceStack("t") as trace:
-        _ = c.value                    # read-only
-        b.value = b.value + a.value    # b read first, then a read, then b written
-        d.value = jnp.zeros(2)         # write-only
-        _ = a.value                    # second access: order unchanged
+        _ = c.value  # read-only
+        b.value = b.value + a.value  # b read first, then a read, then b written
+        d.value = jnp.zeros(2)  # write-only
+        _ = a.value  # second access: order unchanged
     assert _names(trace.states) == ["c", "b", "a", "d"]
     assert _names(trace.get_read_states()) == ["c", "a"]
     assert _names(trace.get_write_states()) == ["b", "d"]
@@ -131,18 +131,16 @@ def test_wrong_exit_order_raises():
 
 def test_entering_twice_raises():
     trace = StateTraceStack()
-    with trace:
-        with pytest.raises(RuntimeError, match="cannot be entered twice"):
-            trace.__enter__()
+    with trace, pytest.raises(RuntimeError, match="cannot be entered twice"):
+        trace.__enter__()
     assert CTX.stacks == []
 
 
 def test_stack_pops_on_exception():
     s = State(jnp.zeros(()), name="s")
-    with pytest.raises(ZeroDivisionError):
-        with StateTraceStack() as trace:
-            s.value = s.value + 1
-            1 / 0
+    with pytest.raises(ZeroDivisionError), StateTraceStack() as trace:
+        s.value = s.value + 1
+        1 / 0
     assert CTX.stacks == []
     assert trace.was_written(s)
     trace.restore_original_values()
@@ -206,10 +204,9 @@ def test_nested_catchers():
 
 
 def test_catcher_is_removed_on_exception():
-    with pytest.raises(ValueError, match="inside"):
-        with catch_new_states() as caught:
-            State(0.0)
-            raise ValueError("inside")
+    with pytest.raises(ValueError, match="inside"), catch_new_states() as caught:
+        State(0.0)
+        raise ValueError("inside")
     assert CTX.catchers == []
     assert len(caught) == 1
     State(0.0)

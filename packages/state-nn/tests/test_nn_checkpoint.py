@@ -65,7 +65,10 @@ def test_module_and_statedict_targets(ckpt, tmp_path):
     weight = np.array(model.layers[0].weight.value)
     checkpoint.save(ckpt, model, include_default=False)
     assert checkpoint.read_metadata(ckpt)["paths"] == [
-        ("layers", 0, "weight"), ("layers", 0, "bias"), ("layers", 1, "weight"), ("layers", 1, "bias"),
+        ("layers", 0, "weight"),
+        ("layers", 0, "bias"),
+        ("layers", 1, "weight"),
+        ("layers", 1, "bias"),
     ]
     other = state_nn.Sequential(state_nn.Linear(2, 3), state_nn.Linear(3, 1))
     checkpoint.restore(ckpt, other.states())  # a StateDict of the same paths
@@ -229,7 +232,9 @@ def test_missing_state_raises_and_restores_nothing(ckpt):
     checkpoint.save(ckpt, {"a": ParamState(jnp.ones(2))}, include_default=False)
     target = {"a": ParamState(jnp.zeros(2)), "extra": ParamState(jnp.zeros(3))}
     before = _values(target)
-    with pytest.raises(ValueError, match=r"nothing was restored:\n  - the target's states 'extra' are not in the checkpoint"):
+    with pytest.raises(
+        ValueError, match=r"nothing was restored:\n  - the target's states 'extra' are not in the checkpoint"
+    ):
         checkpoint.restore(ckpt, target)
     for k, v in _values(target).items():
         np.testing.assert_array_equal(v, before[k])
@@ -464,4 +469,8 @@ def test_map_ensemble_round_trip_keeps_the_member_placement(ckpt, behavior):
 
 
 def _sharding(value):
-    return jax.random.key_data(value).sharding if jax.dtypes.issubdtype(value.dtype, jax.dtypes.prng_key) else value.sharding
+    return (
+        jax.random.key_data(value).sharding
+        if jax.dtypes.issubdtype(value.dtype, jax.dtypes.prng_key)
+        else value.sharding
+    )

@@ -16,7 +16,9 @@ def _doctests():
     for obj in _PUBLIC:
         name = getattr(obj, "__name__", repr(obj))
         # module=False: also look at methods defined in the private modules.
-        tests.extend(t for t in finder.find(obj, f"state_nn.{name}" if obj is not state_nn else "state_nn", module=False))
+        tests.extend(
+            t for t in finder.find(obj, f"state_nn.{name}" if obj is not state_nn else "state_nn", module=False)
+        )
     return sorted({t.name: t for t in tests if t.examples}.values(), key=lambda t: t.name)
 
 

@@ -36,9 +36,7 @@ def test_linear_default_init_is_lecun_normal_from_state_random():
 
 
 def test_linear_jax_initializers_dtype_and_no_bias():
-    layer = state_nn.Linear(
-        4, 3, w_init=jax.nn.initializers.ones, use_bias=False, dtype=jnp.float16
-    )
+    layer = state_nn.Linear(4, 3, w_init=jax.nn.initializers.ones, use_bias=False, dtype=jnp.float16)
     assert layer.bias is None
     assert layer.weight.value.dtype == jnp.float16
     assert jnp.array_equal(layer(jnp.ones(4, jnp.float16)), jnp.full(3, 4.0, jnp.float16))
@@ -61,9 +59,9 @@ def test_linear_under_jit_and_grad():
     layer = state_nn.Linear(2, 1, w_init=jnp.array([[1.0], [2.0]]), b_init=jnp.array([0.5]))
     f = state_transform.jit(layer)
     assert jnp.array_equal(f(jnp.array([1.0, 1.0])), jnp.array([3.5]))
-    grads = state_transform.grad(
-        lambda x: layer(x).sum(), grad_states={"w": layer.weight, "b": layer.bias}
-    )(jnp.array([3.0, 4.0]))
+    grads = state_transform.grad(lambda x: layer(x).sum(), grad_states={"w": layer.weight, "b": layer.bias})(
+        jnp.array([3.0, 4.0])
+    )
     assert jnp.array_equal(grads["w"], jnp.array([[3.0], [4.0]]))
     assert jnp.array_equal(grads["b"], jnp.array([1.0]))
 

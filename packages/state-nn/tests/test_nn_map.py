@@ -32,7 +32,9 @@ def test_invalid_behavior():
         Map(Weighted(), 4, behavior="jit")
 
 
-@pytest.mark.parametrize("size, exc", [(2.5, TypeError), ("4", TypeError), (True, TypeError), (0, ValueError), (-3, ValueError)])
+@pytest.mark.parametrize(
+    "size, exc", [(2.5, TypeError), ("4", TypeError), (True, TypeError), (0, ValueError), (-3, ValueError)]
+)
 def test_invalid_init_map_size(size, exc):
     with pytest.raises(exc, match="init_map_size"):
         Map(Weighted(), size)
@@ -417,7 +419,7 @@ def test_map_composes_with_jit_and_vmap2():
     assert jnp.array_equal(f(jnp.ones(3)), jnp.full(3, 2.0))
     assert jnp.array_equal(f(jnp.ones(3)), jnp.full(3, 4.0))
     assert jnp.array_equal(ens.module.total.value, jnp.full(3, 2.0))
-    peek = lambda m, x: m.total.value + x  # noqa: E731
+    peek = lambda m, x: m.total.value + x
     g = state_transform.vmap2(lambda x: ens.map(peek)(x), in_axes=0)
     assert jnp.array_equal(g(jnp.ones((2, 3))), jnp.full((2, 3), 3.0))
 

@@ -5,6 +5,7 @@ import warnings
 import jax.numpy as jnp
 import numpy.testing as npt
 import pytest
+
 import state_core
 import state_nn
 from state_core.filter import PathContains
@@ -116,7 +117,10 @@ def test_several_shared_states_are_named_in_one_warning():
 
     ens = state_nn.Map(Two(), init_map_size=2)
     ens.init_all_states()
-    with pytest.warns(UserWarning, match=r"wrote ShortTermState 'a', ShortTermState 'b', which are shared by all 2 members, not one copy per member: they existed"):
+    with pytest.warns(
+        UserWarning,
+        match=r"wrote ShortTermState 'a', ShortTermState 'b', which are shared by all 2 members, not one copy per member: they existed",
+    ):
         out = ens(jnp.array([1.0, 2.0]))
     npt.assert_allclose(out, [1.0, 2.0])
     npt.assert_allclose([ens.module.a.value, ens.module.b.value], [1.0, 2.0])

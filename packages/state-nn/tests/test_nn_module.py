@@ -112,13 +112,7 @@ def test_seed000_repr_exact():
             super().__init__()
             self.weight = state_core.ParamState(jnp.ones((size, 4)))
 
-    assert repr(Affine(2)) == (
-        "Affine(\n"
-        "  weight=ParamState(\n"
-        "    value=ShapedArray(float32[2,4])\n"
-        "  )\n"
-        ")"
-    )
+    assert repr(Affine(2)) == ("Affine(\n  weight=ParamState(\n    value=ShapedArray(float32[2,4])\n  )\n)")
 
 
 def test_seed000_pmap2_origin_fun_repr():
@@ -144,9 +138,7 @@ def test_seed000_pmap2_origin_fun_repr():
     )
     f(jnp.stack([jnp.ones((4,)), -jnp.ones((4,))], axis=0))
     assert jnp.array_equal(model.weight.value, jnp.array([[2.0] * 4, [0.0] * 4]))
-    assert repr(f.origin_fun) == (
-        "Affine(\n  weight=ParamState(\n    value=ShapedArray(float32[2,4])\n  )\n)"
-    )
+    assert repr(f.origin_fun) == ("Affine(\n  weight=ParamState(\n    value=ShapedArray(float32[2,4])\n  )\n)")
 
 
 def test_nested_repr_shows_only_states_and_modules():
@@ -233,8 +225,21 @@ def test_init_state_creates_states_and_reset_assigns():
 
 def test_public_classes_live_in_state_nn():
     names = {
-        "Module", "Map", "Linear", "Dropout", "Sequential", "ElementWiseBlock", "Param", "Const",
-        "Transform", "IdentityT", "ClipT", "SoftplusT", "Regularization", "L1Reg", "L2Reg",
+        "Module",
+        "Map",
+        "Linear",
+        "Dropout",
+        "Sequential",
+        "ElementWiseBlock",
+        "Param",
+        "Const",
+        "Transform",
+        "IdentityT",
+        "ClipT",
+        "SoftplusT",
+        "Regularization",
+        "L1Reg",
+        "L2Reg",
     }
     for name in names:
         assert getattr(state_nn, name).__module__ == "state_nn"

@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import numpy.testing as npt
 import pytest
+
 import state_core
 import state_nn
 
@@ -101,7 +102,7 @@ def test_states_include_self_keeps_only_submodule_states():
     sub = tree.states(include_self=False)
     assert list(sub) == [("left", "w"), ("left", "inner", "w"), ("blocks", 0, "w"), ("blocks", 1, "deep", "w")]
     npt.assert_allclose(sub[("blocks", 1, "deep", "w")].value, [4.0, 4.0])
-    params, = (tree.states(state_core.ParamState, include_self=False),)
+    (params,) = (tree.states(state_core.ParamState, include_self=False),)
     assert len(params) == 4
     leaf_only = Leaf()
     assert list(leaf_only.states(include_self=False)) == []
@@ -171,7 +172,9 @@ def test_append_extend_insert():
 
 def test_size_mismatch_is_rejected_and_leaves_the_sequential_unchanged():
     net = state_nn.Sequential(state_nn.Linear(2, 3))
-    with pytest.raises(ValueError, match=r"layer 1 \(Linear\) expects in_size \(5,\), but the layers before it produce out_size \(3,\)"):
+    with pytest.raises(
+        ValueError, match=r"layer 1 \(Linear\) expects in_size \(5,\), but the layers before it produce out_size \(3,\)"
+    ):
         net.append(state_nn.Linear(5, 1))
     assert len(net) == 1 and net.out_size == (3,)
     with pytest.raises(ValueError, match=r"layer 2 \(Linear\) expects in_size \(4,\)"):

@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import numpy.testing as npt
 import pytest
+
 import state_core
 import state_nn
 import state_transform
@@ -91,7 +92,10 @@ def test_param_rejects_bad_arguments():
 
 
 def test_param_value_outside_the_transform_range_is_rejected():
-    with pytest.raises(ValueError, match=r"Param: 1 of 3 element\(s\) of value \(shape \(3,\)\) are outside the range of SoftplusT\(lower=0.0\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"Param: 1 of 3 element\(s\) of value \(shape \(3,\)\) are outside the range of SoftplusT\(lower=0.0\)",
+    ):
         state_nn.Param(jnp.array([1.0, 0.0, 2.0]), t=state_nn.SoftplusT())
 
 
@@ -124,11 +128,15 @@ def test_set_value_reset_to_prior_and_clip():
 
 def test_set_value_with_the_wrong_shape_is_rejected_and_keeps_the_value():
     p = state_nn.Param(jnp.array([1.0, 2.0]), name="tau")
-    with pytest.raises(ValueError, match=r"Param 'tau'.set_value: the new value has shape \(3,\) but the parameter has shape \(2,\)"):
+    with pytest.raises(
+        ValueError, match=r"Param 'tau'.set_value: the new value has shape \(3,\) but the parameter has shape \(2,\)"
+    ):
         p.set_value(jnp.ones(3))
     npt.assert_allclose(p.value(), [1.0, 2.0])
     fixed = state_nn.Const(jnp.zeros((2, 2)))
-    with pytest.raises(ValueError, match=r"Param.set_value: the new value has shape \(\) but the parameter has shape \(2, 2\)"):
+    with pytest.raises(
+        ValueError, match=r"Param.set_value: the new value has shape \(\) but the parameter has shape \(2, 2\)"
+    ):
         fixed.set_value(1.0)
 
 
@@ -205,7 +213,9 @@ def test_parameters_and_param_modules():
     assert list(net.named_parameters()) == [("scale",), ("tau", "val"), ("fc", "weight"), ("fc", "bias")]
     assert list(net.named_parameters(recurse=False)) == [("scale",)]
     assert net.parameters()[0] is net.scale
-    npt.assert_allclose([float(jnp.sum(p.value)) for p in net.parameters()], [2.0, float(np.log(np.expm1(1.0))), 1.0, 0.0], rtol=1e-6)
+    npt.assert_allclose(
+        [float(jnp.sum(p.value)) for p in net.parameters()], [2.0, float(np.log(np.expm1(1.0))), 1.0, 0.0], rtol=1e-6
+    )
     assert list(net.named_param_modules()) == [("tau",), ("fixed",)]
     assert net.param_modules() == [net.tau, net.fixed]
     npt.assert_allclose(net.reg_loss(), 3.0, rtol=1e-6)  # Const (fit=False) adds nothing

@@ -5,7 +5,6 @@ grad rejecting a StateDict, grad sorting StateDict paths that mix ints and strin
 """
 
 import jax.numpy as jnp
-import pytest
 
 import state_core
 import state_nn
@@ -39,7 +38,7 @@ def test_grad_statedict_with_mixed_int_and_str_path_keys():
             self.parts = {0: state_core.ParamState(jnp.ones(2)), "a": state_core.ParamState(jnp.ones(2))}
 
         def update(self):
-            return sum((s.value ** 2).sum() for s in self.parts.values())
+            return sum((s.value**2).sum() for s in self.parts.values())
 
     m = M()
     grads = state_transform.grad(m, grad_states=m.states())()

@@ -66,22 +66,20 @@ def test_seed_context_restores_previous_key():
 def test_seed_context_restores_on_exception_and_nests():
     sr.seed(2)
     before = _data(sr.get_key())
-    with pytest.raises(RuntimeError, match="boom"):
-        with sr.seed_context(5):
-            with sr.seed_context(6):
-                assert_array_equal(_data(sr.get_key()), _data(jr.key(6)))
-                sr.normal()
-            assert_array_equal(_data(sr.get_key()), _data(jr.key(5)))
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError, match="boom"), sr.seed_context(5):
+        with sr.seed_context(6):
+            assert_array_equal(_data(sr.get_key()), _data(jr.key(6)))
+            sr.normal()
+        assert_array_equal(_data(sr.get_key()), _data(jr.key(5)))
+        raise RuntimeError("boom")
     assert_array_equal(_data(sr.get_key()), before)
 
 
 def test_seed_context_rejects_bad_seed_without_touching_key():
     sr.seed(3)
     before = _data(sr.get_key())
-    with pytest.raises(TypeError, match="seed"):
-        with sr.seed_context(1.5):
-            pass  # pragma: no cover
+    with pytest.raises(TypeError, match="seed"), sr.seed_context(1.5):
+        pass  # pragma: no cover
     assert_array_equal(_data(sr.get_key()), before)
 
 
@@ -99,8 +97,18 @@ def test_module_key_functions():
 
 def test_public_api_is_complete():
     expected = {
-        "RandomState", "DEFAULT", "seed", "seed_context", "get_key", "set_key", "split_key",
-        "split_keys", "split_for_lanes", "is_single_key", "is_random_state", "__version__",
+        "RandomState",
+        "DEFAULT",
+        "seed",
+        "seed_context",
+        "get_key",
+        "set_key",
+        "split_key",
+        "split_keys",
+        "split_for_lanes",
+        "is_single_key",
+        "is_random_state",
+        "__version__",
     }
     assert expected <= set(sr.__all__)
     for name in sr.__all__:

@@ -103,14 +103,30 @@ def test_weibull_min_without_scale_is_weibull():
 @pytest.mark.parametrize(
     "name,args",
     [
-        ("standard_cauchy", ()), ("standard_exponential", ()), ("standard_gamma", (2.0,)),
-        ("standard_t", (3.0,)), ("f", (2.0, 3.0)), ("noncentral_chisquare", (2.0, 1.0)),
-        ("noncentral_f", (2.0, 3.0, 1.0)), ("loggamma", (1.0,)), ("maxwell", ()),
-        ("power", (2.0,)), ("rayleigh", (1.0,)), ("triangular", (0.0, 0.5, 1.0)),
-        ("vonmises", (0.0, 1.0)), ("wald", (1.0, 1.0)), ("weibull_min", (1.0,)),
-        ("hypergeometric", (3, 3, 2)), ("logseries", (0.5,)), ("zipf", (2.0,)),
-        ("negative_binomial", (2, 0.5)), ("multinomial", (4, [0.5, 0.5])), ("random_integers", (4,)),
-        ("random_sample", ()), ("ranf", ()), ("sample", ()),
+        ("standard_cauchy", ()),
+        ("standard_exponential", ()),
+        ("standard_gamma", (2.0,)),
+        ("standard_t", (3.0,)),
+        ("f", (2.0, 3.0)),
+        ("noncentral_chisquare", (2.0, 1.0)),
+        ("noncentral_f", (2.0, 3.0, 1.0)),
+        ("loggamma", (1.0,)),
+        ("maxwell", ()),
+        ("power", (2.0,)),
+        ("rayleigh", (1.0,)),
+        ("triangular", (0.0, 0.5, 1.0)),
+        ("vonmises", (0.0, 1.0)),
+        ("wald", (1.0, 1.0)),
+        ("weibull_min", (1.0,)),
+        ("hypergeometric", (3, 3, 2)),
+        ("logseries", (0.5,)),
+        ("zipf", (2.0,)),
+        ("negative_binomial", (2, 0.5)),
+        ("multinomial", (4, [0.5, 0.5])),
+        ("random_integers", (4,)),
+        ("random_sample", ()),
+        ("ranf", ()),
+        ("sample", ()),
     ],
 )
 def test_one_split_per_draw_and_key_argument(name, args):
@@ -177,8 +193,12 @@ def test_check_valid_false_skips_host_checks():
 
 def test_check_valid_on_the_brainstate_samplers_that_have_it():
     rng = RandomState(0)
-    for call in (lambda **kw: rng.bernoulli(1.5, **kw), lambda **kw: rng.binomial(2.5, 0.5, **kw),
-                 lambda **kw: rng.power(-1.0, **kw), lambda **kw: rng.multinomial(3, [0.9, 0.9, 0.1], **kw)):
+    for call in (
+        lambda **kw: rng.bernoulli(1.5, **kw),
+        lambda **kw: rng.binomial(2.5, 0.5, **kw),
+        lambda **kw: rng.power(-1.0, **kw),
+        lambda **kw: rng.multinomial(3, [0.9, 0.9, 0.1], **kw),
+    ):
         with pytest.raises(ValueError):
             call()
         call(check_valid=False)  # the draw happens; its values are the caller's business

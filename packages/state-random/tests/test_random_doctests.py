@@ -14,9 +14,7 @@ from state_random import RandomState
 def _public_objects():
     objs = [(n, getattr(state_random, n)) for n in state_random.__all__ if n not in ("__version__", "DEFAULT")]
     objs += [
-        (f"RandomState.{n}", m)
-        for n, m in vars(RandomState).items()
-        if inspect.isfunction(m) and not n.startswith("_")
+        (f"RandomState.{n}", m) for n, m in vars(RandomState).items() if inspect.isfunction(m) and not n.startswith("_")
     ]
     objs.append(("state_random", state_random))
     return objs

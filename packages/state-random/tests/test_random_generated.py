@@ -5,16 +5,24 @@ from __future__ import annotations
 import inspect
 import pydoc
 
-import jax
-import numpy as np
 import pytest
 from numpy.testing import assert_array_equal
 
 import state_random as sr
 from state_random import RandomState
 
-_NOT_METHODS = {"__version__", "RandomState", "DEFAULT", "seed", "seed_context", "default_rng", "clone_rng",
-                "split_for_lanes", "is_single_key", "is_random_state"}
+_NOT_METHODS = {
+    "__version__",
+    "RandomState",
+    "DEFAULT",
+    "seed",
+    "seed_context",
+    "default_rng",
+    "clone_rng",
+    "split_for_lanes",
+    "is_single_key",
+    "is_random_state",
+}
 BOUND = [n for n in sr.__all__ if n not in _NOT_METHODS]
 
 
@@ -27,8 +35,10 @@ def _keep_default_key():
 
 def test_every_public_sampler_method_has_a_module_function_and_back():
     methods = {
-        n for n, m in inspect.getmembers(RandomState, inspect.isfunction)
-        if not n.startswith("_") and m.__qualname__.startswith("RandomState.")
+        n
+        for n, m in inspect.getmembers(RandomState, inspect.isfunction)
+        if not n.startswith("_")
+        and m.__qualname__.startswith("RandomState.")
         and n not in ("seed", "clone", "backup_key", "restore_value")
     }
     assert methods == set(BOUND)
@@ -53,8 +63,15 @@ def test_module_function_keeps_signature_and_docstring(name):
 
 @pytest.mark.parametrize(
     "name,args",
-    [("normal", (1.0, 2.0, 3)), ("uniform", (0.0, 5.0, (2, 2))), ("randint", (0, 9, 4)),
-     ("gamma", (2.0, 1.0, 3)), ("choice", (5, 3)), ("zipf", (3.0, 4)), ("triangular", (0.0, 0.2, 1.0, 3))],
+    [
+        ("normal", (1.0, 2.0, 3)),
+        ("uniform", (0.0, 5.0, (2, 2))),
+        ("randint", (0, 9, 4)),
+        ("gamma", (2.0, 1.0, 3)),
+        ("choice", (5, 3)),
+        ("zipf", (3.0, 4)),
+        ("triangular", (0.0, 0.2, 1.0, 3)),
+    ],
 )
 def test_module_function_is_bit_exact_with_the_method_on_default(name, args):
     sr.seed(123)

@@ -31,7 +31,9 @@ def test_backup_and_restore_key():
     rng = RandomState(0)
     rng.backup_key()
     a = rng.normal(size=3)
-    with pytest.raises(ValueError, match=r"backup_key: RandomState holding ShapedArray\(key<fry>\[\]\) already holds a backed-up key"):
+    with pytest.raises(
+        ValueError, match=r"backup_key: RandomState holding ShapedArray\(key<fry>\[\]\) already holds a backed-up key"
+    ):
         rng.backup_key()
     rng.restore_key()
     assert bool(rng.value == jr.key(0))
@@ -82,7 +84,11 @@ def test_state_dict_assign_values_with_raw_key_data():
 @pytest.mark.parametrize(
     "bad,exc,match",
     [
-        (jnp.zeros(2), TypeError, r"RandomState 'rng': `value` must be a typed PRNG key .* got ArrayImpl dtype\('float32'\)"),
+        (
+            jnp.zeros(2),
+            TypeError,
+            r"RandomState 'rng': `value` must be a typed PRNG key .* got ArrayImpl dtype\('float32'\)",
+        ),
         (np.zeros(3, np.uint32), ValueError, r"RandomState 'rng': raw uint32 key data for `value` must have shape"),
         (1.5, TypeError, r"RandomState 'rng': `value` must be a typed PRNG key"),
     ],
@@ -97,7 +103,8 @@ def test_bad_key_values_are_refused_at_once_naming_the_state(bad, exc, match):
 
 
 @pytest.mark.parametrize(
-    "form", [5, np.int64(5), jr.key(5), jr.PRNGKey(5), np.asarray(jr.PRNGKey(5))],
+    "form",
+    [5, np.int64(5), jr.key(5), jr.PRNGKey(5), np.asarray(jr.PRNGKey(5))],
     ids=["int", "np.int64", "typed", "raw", "raw-numpy"],
 )
 def test_seed_set_key_and_rng_accept_brainstate_forms(form):
@@ -148,9 +155,8 @@ def test_seed_context_seeds_and_restores_numpy_and_default():
     assert np.random.rand() == np.random.RandomState(0).rand()
     np.random.seed(42)
     assert inside == np.random.rand()
-    with pytest.raises(RuntimeError, match="boom"):
-        with sr.seed_context(5):
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError, match="boom"), sr.seed_context(5):
+        raise RuntimeError("boom")
     assert bool(sr.get_key() == key_before)
 
 
@@ -161,9 +167,8 @@ def test_bad_seed_changes_nothing():
     for bad in (1.5, "x", True):
         with pytest.raises(TypeError, match=r"seed: `seed_or_key` must be an int"):
             sr.seed(bad)
-    with pytest.raises(TypeError, match=r"seed_context: `seed_or_key`"):
-        with sr.seed_context(2.5):
-            pass
+    with pytest.raises(TypeError, match=r"seed_context: `seed_or_key`"), sr.seed_context(2.5):
+        pass
     assert bool(sr.get_key() == jr.key(2))
     assert_array_equal(np.random.get_state()[1], numpy_before)
 

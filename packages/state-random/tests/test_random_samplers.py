@@ -42,13 +42,21 @@ CASES = [
     ("bernoulli", (0.3,), {"size": 8}, lambda k: jr.bernoulli(k, 0.3, (8,))),
     ("binomial", (10, 0.4), {"size": 5}, lambda k: jr.binomial(k, 10, 0.4, (5,)).astype(jnp.int32)),
     ("choice", (5,), {"size": 3}, lambda k: jr.choice(k, 5, (3,), True, None)),
-    ("choice", (jnp.arange(10) * 2,), {"size": (2, 2), "replace": False, "p": P10},
-     lambda k: jr.choice(k, jnp.arange(10) * 2, (2, 2), False, P10)),
+    (
+        "choice",
+        (jnp.arange(10) * 2,),
+        {"size": (2, 2), "replace": False, "p": P10},
+        lambda k: jr.choice(k, jnp.arange(10) * 2, (2, 2), False, P10),
+    ),
     ("permutation", (6,), {}, lambda k: jr.permutation(k, 6)),
     ("permutation", (M34,), {"axis": 1, "independent": True}, lambda k: jr.permutation(k, M34, 1, True)),
     ("shuffle", (jnp.arange(5.0),), {}, lambda k: jr.permutation(k, jnp.arange(5.0), 0, False)),
-    ("truncated_normal", (-1.0, 2.0), {"size": 4, "loc": 0.5, "scale": 2.0},
-     lambda k: jr.truncated_normal(k, (-1.0 - 0.5) / 2.0, (2.0 - 0.5) / 2.0, (4,)) * 2.0 + 0.5),
+    (
+        "truncated_normal",
+        (-1.0, 2.0),
+        {"size": 4, "loc": 0.5, "scale": 2.0},
+        lambda k: jr.truncated_normal(k, (-1.0 - 0.5) / 2.0, (2.0 - 0.5) / 2.0, (4,)) * 2.0 + 0.5,
+    ),
     ("exponential", (2.0,), {"size": 3}, lambda k: jr.exponential(k, (3,)) * 2.0),
     ("gamma", (2.5, 3.0), {"size": 3}, lambda k: jr.gamma(k, 2.5, (3,)) * 3.0),
     ("beta", (2.0, 5.0), {"size": 3}, lambda k: jr.beta(k, 2.0, 5.0, (3,))),
@@ -70,10 +78,36 @@ CASES = [
 IDS = [f"{c[0]}-{i}" for i, c in enumerate(CASES)]
 
 SAMPLERS = {
-    "rand", "randn", "random", "uniform", "normal", "standard_normal", "randint", "bernoulli",
-    "binomial", "choice", "permutation", "shuffle", "truncated_normal", "exponential", "gamma",
-    "beta", "poisson", "categorical", "lognormal", "laplace", "logistic", "gumbel", "cauchy",
-    "chisquare", "dirichlet", "multivariate_normal", "geometric", "pareto", "weibull", "t",
+    "rand",
+    "randn",
+    "random",
+    "uniform",
+    "normal",
+    "standard_normal",
+    "randint",
+    "bernoulli",
+    "binomial",
+    "choice",
+    "permutation",
+    "shuffle",
+    "truncated_normal",
+    "exponential",
+    "gamma",
+    "beta",
+    "poisson",
+    "categorical",
+    "lognormal",
+    "laplace",
+    "logistic",
+    "gumbel",
+    "cauchy",
+    "chisquare",
+    "dirichlet",
+    "multivariate_normal",
+    "geometric",
+    "pareto",
+    "weibull",
+    "t",
 }
 
 
@@ -172,9 +206,7 @@ def test_known_values_from_seed():
     k = jr.split(jr.key(42), 2)[1]
     assert_array_equal(np.asarray(sr.normal(0.0, 1.0)), np.asarray(jr.normal(k, ())))
     sr.seed(0)
-    np.testing.assert_allclose(
-        np.asarray(sr.normal(size=3)), [-2.4424558, -2.0356805, 0.20554423], rtol=1e-6
-    )
+    np.testing.assert_allclose(np.asarray(sr.normal(size=3)), [-2.4424558, -2.0356805, 0.20554423], rtol=1e-6)
 
 
 def test_dtypes():

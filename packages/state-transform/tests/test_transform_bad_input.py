@@ -39,7 +39,9 @@ def test_state_mapped_on_different_in_and_out_axes_is_rejected():
 
 
 def test_vmap2_out_axes_out_of_range_names_out_axes():
-    with pytest.raises(ValueError, match=r"out_axes=5 places the output \(per-lane shape \(\)\) on axis 5.*\[-1, 0\] in out_axes"):
+    with pytest.raises(
+        ValueError, match=r"out_axes=5 places the output \(per-lane shape \(\)\) on axis 5.*\[-1, 0\] in out_axes"
+    ):
         st.vmap2(lambda x: x * 2, out_axes=5)(jnp.ones(3))
     with pytest.raises(ValueError, match=r"out_axes=\(0, 2\) places output\[1\]"):
         st.vmap2(lambda x: (x, x), out_axes=(0, 2))(jnp.ones(3))
@@ -51,9 +53,12 @@ def test_grad_has_aux_with_a_scalar_return_says_it_needs_a_pair():
 
     def loss():
         w.value = w.value * 5  # a write that must not survive the failed call
-        return (w.value ** 2).sum()
+        return (w.value**2).sum()
 
-    with pytest.raises(TypeError, match=r"grad\(has_aux=True\) needs loss to return a \(value, aux\) pair, but it returned a single array of shape \(\)"):
+    with pytest.raises(
+        TypeError,
+        match=r"grad\(has_aux=True\) needs loss to return a \(value, aux\) pair, but it returned a single array of shape \(\)",
+    ):
         st.grad(loss, grad_states=w, has_aux=True)()
     assert_allclose(w.value, [1.0, 1.0, 1.0])
 
@@ -62,7 +67,9 @@ def test_shard_map_undeclared_replicated_state_clash_names_the_state_and_state_i
     mesh = jax.make_mesh((jax.device_count(),), ("x",))
     rep = State(jnp.ones(16), name="rep16")
     f = st.shard_map(lambda d: d + rep.value, mesh, in_specs=(P("x"),), out_specs=P("x"))
-    with pytest.raises(ValueError, match=r"'rep16' is not named in state_in_specs, so every shard sees its whole value \(\(16,\)\)"):
+    with pytest.raises(
+        ValueError, match=r"'rep16' is not named in state_in_specs, so every shard sees its whole value \(\(16,\)\)"
+    ):
         f(jnp.arange(16.0))
     assert_allclose(rep.value, jnp.ones(16))
     # Declaring it sharded like the data fixes it.
@@ -81,9 +88,13 @@ def test_python_branch_on_a_boolean_state_names_the_state_and_suggests_cond(tran
             return x * 2
         return x
 
-    with pytest.raises(TypeError, match=r"on the boolean value of State 'flag' inside a traced function.*jax\.lax\.cond / state_transform\.cond"):
+    with pytest.raises(
+        TypeError,
+        match=r"on the boolean value of State 'flag' inside a traced function.*jax\.lax\.cond / state_transform\.cond",
+    ):
         transform(f)(jnp.ones(3))
     assert float(count.value) == 0.0
+
     # The documented alternative: branch inside the program.
     def g(x):
         return jax.lax.cond(flag.value, lambda: x * 2, lambda: x)
@@ -96,6 +107,7 @@ def test_python_branch_on_a_boolean_state_names_the_state_and_suggests_cond(tran
 def test_axis_conflicts_raise_batch_axis_error_which_is_a_value_error():
     import jax.numpy as jnp
     import pytest
+
     from state_core import BatchAxisError, ShortTermState
     from state_transform import vmap2
 

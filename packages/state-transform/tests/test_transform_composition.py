@@ -58,8 +58,14 @@ def test_pmap2_devices_subset_and_axis_size():
         w.value = w.value + x
         return w.value * 10
 
-    g = pmap2(f, axis_name="i", devices=devs, axis_size=2, state_in_axes={0: OfType(state_core.ParamState)},
-              state_out_axes={0: OfType(state_core.ParamState)})
+    g = pmap2(
+        f,
+        axis_name="i",
+        devices=devs,
+        axis_size=2,
+        state_in_axes={0: OfType(state_core.ParamState)},
+        state_out_axes={0: OfType(state_core.ParamState)},
+    )
     out = g(jnp.array([1.0, 2.0]))
     assert_allclose(np.asarray(out), [10.0, 20.0])
     assert_allclose(np.asarray(w.value), [1.0, 2.0])
@@ -208,7 +214,9 @@ def test_lax_scan_inside_vmap2_writes_state():
         h.value = h_final
         return total, trace
 
-    f = vmap2(run, state_in_axes={0: OfType(state_core.HiddenState)}, state_out_axes={0: OfType(state_core.HiddenState)})
+    f = vmap2(
+        run, state_in_axes={0: OfType(state_core.HiddenState)}, state_out_axes={0: OfType(state_core.HiddenState)}
+    )
     xs = jnp.array([[1.0, 1.0, 1.0], [2.0, 0.0, 0.0]])
     total, trace = f(xs)
     assert_allclose(np.asarray(trace), [[1.0, 1.5, 1.75], [2.0, 1.0, 0.5]])

@@ -185,8 +185,7 @@ def test_cond_in_loop_in_vmap2_and_grad():
     v.value = jnp.zeros(3)
     spikes.value = jnp.zeros(3, jnp.int32)
     states = OfType(State)
-    sim = vmap2(lambda drive: for_loop(step, drive), in_axes=1, state_in_axes={0: states},
-                state_out_axes={0: states})
+    sim = vmap2(lambda drive: for_loop(step, drive), in_axes=1, state_in_axes={0: states}, state_out_axes={0: states})
     sim(jnp.stack([jnp.full(6, 0.6), jnp.full(6, 0.3), jnp.full(6, 1.5)], axis=1))
     assert_allclose(spikes.value, [3, 1, 6])
 

@@ -398,7 +398,8 @@ def test_jit_lower_and_eval_shape_touch_no_state():
 
 
 def test_jit_shardings_and_donation_apply_to_user_arguments():
-    from jax.sharding import NamedSharding, PartitionSpec as P
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
 
     from state_core import ParamState
     from state_transform import jit as sjit

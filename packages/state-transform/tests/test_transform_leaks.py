@@ -92,7 +92,9 @@ def test_state_created_inside_shard_map_read_afterwards():
     data = jnp.arange(16.0)
     assert_allclose(f(data), data * 2)
     assert_allclose(f(data + 1), (data + 1) * 2)  # a cached call
-    with pytest.raises(StateLeakError, match=r"'born_in_shard_map' was created inside a traced function at .*test_transform_leaks.py"):
+    with pytest.raises(
+        StateLeakError, match=r"'born_in_shard_map' was created inside a traced function at .*test_transform_leaks.py"
+    ):
         box["s"].value
 
 

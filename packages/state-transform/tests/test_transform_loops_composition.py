@@ -9,7 +9,7 @@ from numpy.testing import assert_allclose
 import state_random
 from state_core import HiddenState, ParamState, State
 from state_core.filter import OfType
-from state_transform import cond, fori_loop, for_loop, grad, jit, pmap2, scan, shard_map, vmap2, while_loop
+from state_transform import cond, for_loop, fori_loop, grad, jit, pmap2, scan, shard_map, vmap2, while_loop
 
 HIDDEN = OfType(HiddenState)
 
@@ -37,8 +37,9 @@ def test_vmap2_of_for_loop_over_an_ensemble():
         traces.append(1)
         return pop.update(t)
 
-    sim = vmap2(lambda ts: for_loop(step, ts), in_axes=None, axis_size=4,
-                state_in_axes={0: HIDDEN}, state_out_axes={0: HIDDEN})
+    sim = vmap2(
+        lambda ts: for_loop(step, ts), in_axes=None, axis_size=4, state_in_axes={0: HIDDEN}, state_out_axes={0: HIDDEN}
+    )
     ys = sim(jnp.arange(20.0))
     assert ys.shape == (4, 20)
     assert pop.v.value.shape == (4, 5)
@@ -57,8 +58,9 @@ def test_for_loop_inside_vmap2_matches_a_python_loop_per_lane():
         h.value = h.value * 0.5 + x
         return h.value.sum()
 
-    f = vmap2(lambda xs: for_loop(step, xs), in_axes=1, state_in_axes={0: OfType(State)},
-              state_out_axes={0: OfType(State)})
+    f = vmap2(
+        lambda xs: for_loop(step, xs), in_axes=1, state_in_axes={0: OfType(State)}, state_out_axes={0: OfType(State)}
+    )
     h.value = jnp.zeros((2, 3))
     xs = jnp.arange(8.0).reshape(4, 2)
     ys = f(xs)
@@ -156,8 +158,7 @@ def test_shard_map_of_scan():
         c, _ = scan(step, 0, xs)
         return jnp.full((1,), c)
 
-    f = shard_map(per_shard, mesh, in_specs=(P("x"),), out_specs=P("x"),
-                  state_out_specs={acc: P()}, check_vma=False)
+    f = shard_map(per_shard, mesh, in_specs=(P("x"),), out_specs=P("x"), state_out_specs={acc: P()}, check_vma=False)
     data = jnp.ones((jax.device_count(), 3))
     out = f(data)
     assert_allclose(out, np.ones(jax.device_count()) * 1)
@@ -195,8 +196,9 @@ def test_write_only_state_in_vmap2_of_for_loop():
         return spike.value.sum()
 
     states = OfType(State)
-    sim = vmap2(lambda ts: for_loop(step, ts), in_axes=None, axis_size=3,
-                state_in_axes={0: states}, state_out_axes={0: states})
+    sim = vmap2(
+        lambda ts: for_loop(step, ts), in_axes=None, axis_size=3, state_in_axes={0: states}, state_out_axes={0: states}
+    )
     counts = sim(jnp.arange(4.0))
     assert_allclose(counts, np.tile([0, 0, 4, 4], (3, 1)))
     assert spike.value.shape == (3, 4) and bool(spike.value.all())

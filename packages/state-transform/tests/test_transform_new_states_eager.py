@@ -79,7 +79,9 @@ def test_shared_and_moved_axes_and_written_existing_states():
     state_random.seed(0)
     net = Net()
     groups = vmap2_new_states(
-        net, axis_size=4, state_out_axes={None: lambda path, s: path == ("table",), 1: lambda path, s: path == ("wide",)}
+        net,
+        axis_size=4,
+        state_out_axes={None: lambda path, s: path == ("table",), 1: lambda path, s: path == ("wide",)},
     )
     assert groups == {0: [net.noise], None: [net.table], 1: [net.wide]}
     assert_allclose(net.table.value, [0.0, 1.0, 2.0])
@@ -97,7 +99,9 @@ def test_shared_state_that_differs_between_copies_is_an_error_and_keys_advance()
 
     state_random.seed(1)
     before = np.asarray(jax.random.key_data(state_random.DEFAULT.value))
-    with pytest.raises(ValueError, match=r"declared shared \(axis None\) in state_out_axes, but its initial value differs"):
+    with pytest.raises(
+        ValueError, match=r"declared shared \(axis None\) in state_out_axes, but its initial value differs"
+    ):
         vmap2_new_states(Noisy(), axis_size=3, state_out_axes={None: ParamState})
     after = np.asarray(jax.random.key_data(state_random.DEFAULT.value))
     assert not np.array_equal(before, after)  # a retry draws new numbers

@@ -11,7 +11,7 @@ from numpy.testing import assert_allclose
 import state_transform._progress as progress_mod
 from state_core import State
 from state_core.filter import OfType
-from state_transform import ProgressBar, fori_loop, for_loop, jit, scan, vmap2
+from state_transform import ProgressBar, for_loop, fori_loop, jit, scan, vmap2
 
 
 @pytest.fixture
@@ -79,8 +79,13 @@ def test_progress_inside_vmap2_reports_once_per_step(reports):
         h.value = h.value + t
         return h.value
 
-    f = vmap2(lambda ts: for_loop(step, ts, progress_bar=ProgressBar(freq=2, file=io.StringIO())),
-              in_axes=None, axis_size=3, state_in_axes={0: OfType(State)}, state_out_axes={0: OfType(State)})
+    f = vmap2(
+        lambda ts: for_loop(step, ts, progress_bar=ProgressBar(freq=2, file=io.StringIO())),
+        in_axes=None,
+        axis_size=3,
+        state_in_axes={0: OfType(State)},
+        state_out_axes={0: OfType(State)},
+    )
     h.value = jnp.zeros((3, 3))
     f(jnp.arange(4.0))
     jax.effects_barrier()
@@ -116,8 +121,9 @@ def test_progress_bar_true_reuses_the_compiled_loop(reports, monkeypatch):
 
     built = []
     original = progress.progress_reporter
-    monkeypatch.setattr("state_transform._loops.progress_reporter",
-                        lambda spec, length: built.append(spec) or original(spec, length))
+    monkeypatch.setattr(
+        "state_transform._loops.progress_reporter", lambda spec, length: built.append(spec) or original(spec, length)
+    )
     monkeypatch.setitem(progress._SHARED_BARS, None, ProgressBar(file=io.StringIO()))
     v = State(jnp.zeros(()), name="v")
 

@@ -201,7 +201,9 @@ def test_random_state_advances_after_execution_failure():
         y = jax.pure_callback(_failing_callback, jax.ShapeDtypeStruct((), jnp.float32), x, vmap_method="sequential")
         return y + noise
 
-    f = vmap2(fn, state_in_axes={0: OfType(state_core.ShortTermState)}, state_out_axes={0: OfType(state_core.ShortTermState)})
+    f = vmap2(
+        fn, state_in_axes={0: OfType(state_core.ShortTermState)}, state_out_axes={0: OfType(state_core.ShortTermState)}
+    )
     with pytest.raises(Exception, match="callback exploded"):
         f(jnp.ones(4))
     assert not np.array_equal(key_data(rng.value), key_data(k0))

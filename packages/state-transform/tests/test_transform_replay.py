@@ -8,8 +8,7 @@ from jax.sharding import PartitionSpec as P
 from numpy.testing import assert_allclose
 
 from state_core import ParamState, ShortTermState, State
-from state_transform import grad, jit, pmap2, shard_map, vmap2
-
+from state_transform import grad, jit, vmap2
 
 # A failed callback leaves an effect token that makes every later jax.effects_barrier()
 # in the process raise again (JAX behaviour, on every device kind in JAX 0.10.0), which
@@ -300,7 +299,6 @@ def test_debug_infs_apply_to_cached_vmap2_calls():
 
     f = vmap2(step, state_in_axes={0: s}, state_out_axes={0: s})
     f(jnp.ones(2))
-    with jax.debug_infs(True):
-        with pytest.raises(FloatingPointError):
-            f(jnp.zeros(2))
+    with jax.debug_infs(True), pytest.raises(FloatingPointError):
+        f(jnp.zeros(2))
     assert_allclose(np.asarray(s.value), [1.0, 1.0])

@@ -353,9 +353,7 @@ def test_random_bit_exact_key_discipline(mesh):
         [np.asarray(jax.random.normal(jax.random.split(parts2[1 + i], 2)[1], (1,))) for i in range(N_DEV)]
     )
     assert_allclose(out2, expected2, rtol=0, atol=0)
-    assert np.array_equal(
-        _key_data(state_random.DEFAULT.value), _key_data(jax.random.split(parts2[0], 2)[1])
-    )
+    assert np.array_equal(_key_data(state_random.DEFAULT.value), _key_data(jax.random.split(parts2[0], 2)[1]))
 
 
 def test_random_state_own_stream_bit_exact(mesh):
@@ -600,7 +598,9 @@ def test_error_state_becomes_non_divisible_after_caching(mesh):
     # The same condition as test_error_state_spec_axis_does_not_divide_state, reached through a
     # cached entry: the error should still be the library's ValueError naming the state and sizes.
     w = State(jnp.ones(16))
-    f = shard_map(lambda x: x * jnp.sum(w.value), mesh, in_specs=(P("x"),), out_specs=P("x"), state_in_specs={w: P("x")})
+    f = shard_map(
+        lambda x: x * jnp.sum(w.value), mesh, in_specs=(P("x"),), out_specs=P("x"), state_in_specs={w: P("x")}
+    )
     assert_allclose(np.asarray(f(jnp.ones(16))), np.full(16, 2.0))
     w.value = jnp.ones(12)
     with pytest.raises(ValueError, match=r"(?s)shard_map: .*size 12.*8 shards.*not divisible") as info:
@@ -611,7 +611,9 @@ def test_error_state_becomes_non_divisible_after_caching(mesh):
 
 def test_state_shape_change_between_calls_is_followed(mesh):
     w = State(jnp.ones(16))
-    f = shard_map(lambda x: x * jnp.sum(w.value), mesh, in_specs=(P("x"),), out_specs=P("x"), state_in_specs={w: P("x")})
+    f = shard_map(
+        lambda x: x * jnp.sum(w.value), mesh, in_specs=(P("x"),), out_specs=P("x"), state_in_specs={w: P("x")}
+    )
     assert_allclose(np.asarray(f(jnp.ones(16))), np.full(16, 2.0))  # per-shard sum of 2 ones
     w.value = jnp.ones(32)
     assert_allclose(np.asarray(f(jnp.ones(16))), np.full(16, 4.0))  # per-shard sum of 4 ones
@@ -700,9 +702,7 @@ def test_inside_state_transform_jit_random_bit_exact(mesh):
         [np.asarray(jax.random.normal(jax.random.split(parts[1 + i], 2)[1], (1,))) for i in range(N_DEV)]
     )
     assert_allclose(out, expected, rtol=0, atol=0)
-    assert np.array_equal(
-        _key_data(state_random.DEFAULT.value), _key_data(jax.random.split(parts[0], 2)[1])
-    )
+    assert np.array_equal(_key_data(state_random.DEFAULT.value), _key_data(jax.random.split(parts[0], 2)[1]))
 
 
 def test_plain_jax_jit_around_state_writing_shard_map_raises(mesh):

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import weakref
-from typing import Any, Hashable, Iterator
+from collections.abc import Hashable, Iterator
+from typing import Any
 
 from ._replay import _CLOCK, TracedCall
 
@@ -14,7 +15,7 @@ __all__ = ["TraceCache", "DEFAULT_CACHE_SIZE", "clear_caches", "register_cache_o
 #: least recently used signature is dropped when a new one would exceed it.
 DEFAULT_CACHE_SIZE = 64
 
-_OWNERS: "weakref.WeakSet[Any]" = weakref.WeakSet()
+_OWNERS: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 class TraceCache:

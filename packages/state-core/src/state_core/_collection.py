@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import types
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import jax
 import numpy as np
@@ -53,14 +54,14 @@ class StateDict(dict):
         ([('w',)], [('h',)])
     """
 
-    def filter(self, *filters: FilterLike) -> "StateDict":
+    def filter(self, *filters: FilterLike) -> StateDict:
         """The states matched by any of ``filters`` (all states when none is given)."""
         if not filters:
             return StateDict(self)
         predicate = to_predicate(filters if len(filters) > 1 else filters[0])
         return StateDict((p, s) for p, s in self.items() if predicate(p, s))
 
-    def split(self, *filters: FilterLike) -> tuple["StateDict", ...]:
+    def split(self, *filters: FilterLike) -> tuple[StateDict, ...]:
         """Partition into one ``StateDict`` per filter; each state goes to the first match.
 
         States that no filter matches are dropped; end with ``...`` to keep a

@@ -31,6 +31,7 @@ CTX = _Context()
 PRIVATE_THREADS = [0]
 PRIVATE_LOCK = threading.Lock()
 
+
 class _Generation:
     """How many States were ever created (process-wide).
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import types  # noqa: F401  (named in the FilterLike annotation)
-from typing import Any, Callable, Hashable, Tuple, Union
+import types
+from collections.abc import Callable, Hashable
+from typing import Any, Union
 
 import jax
 
@@ -27,7 +28,7 @@ __all__ = [
     "Path",
 ]
 
-Path = Tuple[Hashable, ...]
+Path = tuple[Hashable, ...]
 Predicate = Callable[[Path, Any], bool]
 FilterLike = Union["Filter", type, str, Callable[[Path, Any], bool], bool, "types.EllipsisType", None, tuple, list]
 
@@ -59,13 +60,13 @@ class Filter:
     def __hash__(self) -> int:
         return hash((type(self).__name__, self._key()))
 
-    def __and__(self, other: FilterLike) -> "All":
+    def __and__(self, other: FilterLike) -> All:
         return All(self, other)
 
-    def __or__(self, other: FilterLike) -> "Any":
+    def __or__(self, other: FilterLike) -> Any:
         return Any(self, other)
 
-    def __invert__(self) -> "Not":
+    def __invert__(self) -> Not:
         return Not(self)
 
 
@@ -179,7 +180,7 @@ def _plain_key(entry: Any) -> Any:
     return entry
 
 
-class Any(Filter):  # noqa: A001 - the name mirrors the set-theoretic meaning
+class Any(Filter):
     """Select states matched by at least one of ``filters``.
 
     Example:
@@ -236,7 +237,7 @@ class Not(Filter):
         True
     """
 
-    def __init__(self, filter: FilterLike) -> None:  # noqa: A002 - public keyword name
+    def __init__(self, filter: FilterLike) -> None:
         self.filter = to_predicate(filter)
 
     def __call__(self, path: Path, state: Any) -> bool:
@@ -331,7 +332,7 @@ class _SameState(Filter):
         return f"SameState({self.state.describe()})"
 
 
-def to_predicate(filter: FilterLike) -> Filter:  # noqa: A002 - public keyword name
+def to_predicate(filter: FilterLike) -> Filter:
     """Turn anything filter-like into a ``Filter``.
 
     * a ``Filter`` -> itself; a class -> ``OfType``; a ``str`` -> ``WithTag``;

@@ -8,7 +8,8 @@ gets these methods by deriving from ``StatefulFunctionIntrospection``.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any
 
 import jax
 
@@ -70,16 +71,14 @@ class StatefulFunctionIntrospection:
         """
         if not isinstance(return_only_write, bool):
             raise TypeError(
-                f"StatefulFunction: return_only_write must be a bool, got "
-                f"{type(return_only_write).__name__}."
+                f"StatefulFunction: return_only_write must be a bool, got {type(return_only_write).__name__}."
             )
         if ir_optimizations is not None and not isinstance(ir_optimizations, bool):
             names = (ir_optimizations,) if isinstance(ir_optimizations, str) else tuple(ir_optimizations)
             unknown = [n for n in names if n not in _IR_PASSES]
             if unknown:
                 raise ValueError(
-                    f"StatefulFunction: unknown ir_optimizations {unknown}; use None or any of "
-                    f"{sorted(_IR_PASSES)}."
+                    f"StatefulFunction: unknown ir_optimizations {unknown}; use None or any of {sorted(_IR_PASSES)}."
                 )
         self.return_only_write = return_only_write
         self.ir_optimizations = ir_optimizations

@@ -170,6 +170,8 @@ def is_batched(x: Any) -> bool:
     if _BatchTracer is None:  # pragma: no cover - exercised only on an incompatible JAX
         return is_tracer(x)
     return isinstance(x, _BatchTracer) and x._trace is current_trace() and x.batch_dim is not None
+
+
 def hide_library_frames(module_file: str) -> None:
     """Hide the frames of the package containing ``module_file`` from tracebacks of user errors.
 

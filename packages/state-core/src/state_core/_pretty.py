@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -85,9 +86,7 @@ def _leaf_text(x: Any) -> str:
         return " ".join(line.strip() for line in repr(x).splitlines())
     shape = ",".join(map(str, x.shape))
     head = f"{dtype.name}[{shape}]"
-    if not (jnp.issubdtype(dtype, jnp.number) or dtype == np.bool_) or jnp.issubdtype(
-        dtype, jnp.complexfloating
-    ):
+    if not (jnp.issubdtype(dtype, jnp.number) or dtype == np.bool_) or jnp.issubdtype(dtype, jnp.complexfloating):
         return head
     stats = jnp.stack([jnp.min(x), jnp.max(x), jnp.mean(x, dtype=jnp.float32)]).astype(jnp.float32)
     lo, hi, mean = (float(v) for v in np.asarray(stats))

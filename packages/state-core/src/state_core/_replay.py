@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from typing import Any, Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
 
 import jax
 import numpy as np
@@ -116,12 +117,12 @@ def states_match(values: Sequence[Any], signatures: Sequence[Any]) -> bool:
     return True
 
 
-def states_changed(entry: "TracedCall", values: Sequence[Any]) -> bool:
+def states_changed(entry: TracedCall, values: Sequence[Any]) -> bool:
     """True if ``values`` (one per input state) differ in shape/dtype from the trace."""
     return not states_match(values, entry.state_sigs)
 
 
-def check_state_avals(entry: "TracedCall", state_values: Sequence[Any], expected: Sequence[tuple]) -> list:
+def check_state_avals(entry: TracedCall, state_values: Sequence[Any], expected: Sequence[tuple]) -> list:
     """Flatten ``state_values`` after checking them against ``expected`` (``in_state_avals``).
 
     Raises:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from typing import Any, Generic, Iterable, Iterator, TypeVar
+from collections.abc import Iterable, Iterator
+from typing import Any, Generic, TypeVar
 
 import jax
 import numpy as np
@@ -285,9 +286,7 @@ class State(Generic[T]):
         if self._leaked_at is not None:
             self._check_leaked()
         if isinstance(new_value, State):
-            raise TypeError(
-                f"Cannot assign a State to {self.describe()}.value; assign `other.value` instead."
-            )
+            raise TypeError(f"Cannot assign a State to {self.describe()}.value; assign `other.value` instead.")
         self._check_write(new_value)
         stacks = CTX.stacks
         if len(stacks) > self._level:
@@ -348,9 +347,7 @@ class State(Generic[T]):
                 "create a new State if you need a different one."
             )
         if self.strict or CTX.strict:
-            for path_and_old, new in zip(
-                jax.tree.leaves_with_path(self._value), jax.tree.leaves(new_value)
-            ):
+            for path_and_old, new in zip(jax.tree.leaves_with_path(self._value), jax.tree.leaves(new_value)):
                 path, old = path_and_old
                 if np.shape(old) != np.shape(new) or _dtype_of(old) != _dtype_of(new):
                     where = jax.tree_util.keystr(path) if path else ""
@@ -411,7 +408,7 @@ class State(Generic[T]):
         """
         return jax.tree.map(fn, self.value)
 
-    def copy(self: "State[T]") -> "State[T]":
+    def copy(self: State[T]) -> State[T]:
         """A new state of the same class, name, tags and metadata holding the same value.
 
         The copy has its own identity: writing one does not change the other. The
@@ -429,7 +426,7 @@ class State(Generic[T]):
         """
         return self._clone(self._value)
 
-    def replace(self: "State[T]", value: Any) -> "State[Any]":
+    def replace(self: State[T], value: Any) -> State[Any]:
         """A new state of the same class, name, tags and metadata holding ``value``.
 
         Unlike writing ``value``, the structure may differ; this state is unchanged.
@@ -443,13 +440,10 @@ class State(Generic[T]):
             ('ParamState', 'w', (3,), (2,))
         """
         if isinstance(value, State):
-            raise TypeError(
-                f"{self.describe()}.replace() expects a value, got {value.describe()}; "
-                "pass `other.value`."
-            )
+            raise TypeError(f"{self.describe()}.replace() expects a value, got {value.describe()}; pass `other.value`.")
         return self._clone(value)
 
-    def copy_from(self, other: "State[Any]") -> None:
+    def copy_from(self, other: State[Any]) -> None:
         """Write the value of ``other`` into this state (a recorded write; metadata unchanged).
 
         Example:
@@ -467,7 +461,7 @@ class State(Generic[T]):
             )
         self.value = other.value
 
-    def _clone(self, value: Any) -> "State[Any]":
+    def _clone(self, value: Any) -> State[Any]:
         # Subclass attributes come along with __dict__; State.__init__ then gives the
         # clone its own bookkeeping (trace level, creation site, catchers) and value.
         new = object.__new__(type(self))
@@ -475,20 +469,16 @@ class State(Generic[T]):
         State.__init__(new, value, self._name, self._tags, strict=self.strict, **self.metadata)
         return new
 
-    def __copy__(self) -> "State[T]":
+    def __copy__(self) -> State[T]:
         return self._clone(self._value)
 
-    def __deepcopy__(self, memo: dict) -> "State[T]":
+    def __deepcopy__(self, memo: dict) -> State[T]:
         import copy as _copy
 
         new = object.__new__(type(self))
         memo[id(self)] = new  # a state reachable twice stays one state in the copy
         value = _copy.deepcopy(self._value, memo)  # first: a lazy value materialises here
-        extra = {
-            k: _copy.deepcopy(v, memo)
-            for k, v in self.__dict__.items()
-            if k not in _BOOKKEEPING
-        }
+        extra = {k: _copy.deepcopy(v, memo) for k, v in self.__dict__.items() if k not in _BOOKKEEPING}
         new.__dict__.update(extra)
         State.__init__(
             new,
@@ -535,9 +525,7 @@ class State(Generic[T]):
 
     def __str__(self) -> str:
         """The state with its value: small arrays in full, large ones summarised."""
-        fields = [
-            (k, self._value_text() if k == "value" else v) for k, v in self._repr_fields()
-        ]
+        fields = [(k, self._value_text() if k == "value" else v) for k, v in self._repr_fields()]
         return format_fields(type(self).__name__, fields)
 
     def _value_text(self) -> str:
@@ -598,8 +586,7 @@ class State(Generic[T]):
 
 # Attributes State.__init__ sets itself; a deep copy recreates them instead of copying.
 _BOOKKEEPING = frozenset(
-    {"_value", "_name", "_tags", "strict", "_level", "_leaked_at", "_created_at", "_born_traced",
-     "_source_info"}
+    {"_value", "_name", "_tags", "strict", "_level", "_leaked_at", "_created_at", "_born_traced", "_source_info"}
 )
 
 

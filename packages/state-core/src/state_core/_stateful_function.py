@@ -5,7 +5,8 @@ from __future__ import annotations
 import operator
 import threading
 import types
-from typing import Any, Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import Any
 
 import jax
 import jax.extend.core as jex_core
@@ -13,6 +14,7 @@ import jax.extend.core as jex_core
 from ._cache import DEFAULT_CACHE_SIZE, TraceCache, register_cache_owner
 from ._collection import collect_states
 from ._context import CTX, GENERATION
+from ._introspection import StatefulFunctionIntrospection
 from ._jax_internals import ArrayImpl, api_boundary, current_trace, is_tracer, new_trace_input
 from ._replay import (
     TracedCall,
@@ -26,7 +28,6 @@ from ._replay import (
     states_match,
     unflatten_states,
 )
-from ._introspection import StatefulFunctionIntrospection
 from ._state import State, check_not_state
 from ._trace import StateTraceStack, private_state_values
 
@@ -124,9 +125,7 @@ class StatefulFunction(StatefulFunctionIntrospection):
         register_cache_owner(self)
 
     # ------------------------------------------------------------------ signatures
-    def _split_args(
-        self, args: tuple, kwargs: dict
-    ) -> tuple[tuple, dict, tuple, tuple]:
+    def _split_args(self, args: tuple, kwargs: dict) -> tuple[tuple, dict, tuple, tuple]:
         if self.static_argnums:
             n = len(args)
             static_pos = set()
@@ -197,7 +196,6 @@ class StatefulFunction(StatefulFunctionIntrospection):
     def get_arg_cache_key(self, *args: Any, **kwargs: Any) -> Hashable:
         """The cache key of a call with these arguments (see ``get_jaxpr_by_cache``)."""
         return self._call_key(args, kwargs)[0]
-
 
     def _call_key(self, args: tuple, kwargs: dict) -> tuple[Hashable, Sequence[Any]]:
         """The cache key and dynamic leaves of a call: the hot-path subset of ``_signature``.
@@ -337,9 +335,7 @@ class StatefulFunction(StatefulFunctionIntrospection):
         debug_info = jaxpr.debug_info
         if debug_info is not None:
             debug_info = debug_info._replace(arg_names=None)  # the inputs were reordered
-        jaxpr = jaxpr.replace(
-            invars=list(jaxpr.invars[n_dyn:]) + list(jaxpr.invars[:n_dyn]), debug_info=debug_info
-        )
+        jaxpr = jaxpr.replace(invars=list(jaxpr.invars[n_dyn:]) + list(jaxpr.invars[:n_dyn]), debug_info=debug_info)
         closed = jex_core.ClosedJaxpr(jaxpr, closed.consts)
         out_shapes, _ = shapes
         written_ids = {id(s) for s in written}
@@ -375,7 +371,9 @@ class StatefulFunction(StatefulFunctionIntrospection):
         if entry.write_back is None:
             entry.write_back = entry.out_states
         entry.compiled = self._compile(entry)
-        entry.block = entry.block or self._runs_on_several_devices(entry) or may_fail_at_run_time(entry.closed_jaxpr.jaxpr)
+        entry.block = (
+            entry.block or self._runs_on_several_devices(entry) or may_fail_at_run_time(entry.closed_jaxpr.jaxpr)
+        )
         if entry.cacheable:
             self._cache.put(key, entry)
         self._last = entry
@@ -541,8 +539,7 @@ class StatefulFunction(StatefulFunctionIntrospection):
         if key is None:
             if self._last is None:
                 raise ValueError(
-                    f"{self.name} has not been traced yet: call it (or make_jaxpr) with example "
-                    "arguments first."
+                    f"{self.name} has not been traced yet: call it (or make_jaxpr) with example arguments first."
                 )
             return self._last
         entry = self._cache.get(key)

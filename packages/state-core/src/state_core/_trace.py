@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+import jax
 
 from ._context import CTX, PRIVATE_LOCK, PRIVATE_THREADS
 from ._errors import StateLeakError
 from ._filter import FilterLike, to_predicate
 from ._jax_internals import current_trace, is_eager, is_tracer
 from ._state import State
-
-import jax
 
 __all__ = [
     "StateTraceStack",
@@ -112,7 +113,7 @@ class StateTraceStack:
         self._jax_trace: Any = None  # the JAX trace that was current when the block began
 
     # -- context management -----------------------------------------------------------
-    def __enter__(self) -> "StateTraceStack":
+    def __enter__(self) -> StateTraceStack:
         if self._active:
             raise RuntimeError("A StateTraceStack cannot be entered twice at the same time.")
         self._active = True
@@ -146,11 +147,7 @@ class StateTraceStack:
         # `if flag.value:` on a boolean state fails with JAX's generic message; name the
         # state and the alternatives. (A traced flag cannot pick the Python branch: the
         # program is compiled once and replayed for every later value of the flag.)
-        flags = [
-            s
-            for s in self.states
-            if any(is_tracer(x) and x.dtype == bool for x in jax.tree.leaves(s._value))
-        ]
+        flags = [s for s in self.states if any(is_tracer(x) and x.dtype == bool for x in jax.tree.leaves(s._value))]
         if not flags:
             return
         names = ", ".join(s.describe() for s in flags)
@@ -377,7 +374,7 @@ class StateTraceStack:
             else:
                 state.restore_value(value)
 
-    def merge(self, *traces: "StateTraceStack") -> "StateTraceStack":
+    def merge(self, *traces: StateTraceStack) -> StateTraceStack:
         """Add the states recorded by ``traces`` to this one (in place) and return it.
 
         A state new to this trace keeps the original value and the read/write
@@ -397,10 +394,7 @@ class StateTraceStack:
         """
         for trace in traces:
             if not isinstance(trace, StateTraceStack):
-                raise TypeError(
-                    f"StateTraceStack.merge expects StateTraceStack objects, got "
-                    f"{type(trace).__name__}."
-                )
+                raise TypeError(f"StateTraceStack.merge expects StateTraceStack objects, got {type(trace).__name__}.")
             for state, original in zip(trace.states, trace.original_values):
                 key = id(state)
                 if key not in self._index:
@@ -413,7 +407,7 @@ class StateTraceStack:
                     self._written.add(key)
         return self
 
-    def __add__(self, other: "StateTraceStack") -> "StateTraceStack":
+    def __add__(self, other: StateTraceStack) -> StateTraceStack:
         if not isinstance(other, StateTraceStack):
             return NotImplemented
         return StateTraceStack().merge(self, other)
@@ -423,10 +417,7 @@ class StateTraceStack:
 
     def __repr__(self) -> str:
         label = f" {self.name!r}" if self.name else ""
-        return (
-            f"<StateTraceStack{label}: {len(self.states)} states, "
-            f"{len(self._written)} written>"
-        )
+        return f"<StateTraceStack{label}: {len(self.states)} states, {len(self._written)} written>"
 
 
 class NewStateCatcher:
@@ -505,9 +496,7 @@ class catch_new_states:
         state_to_exclude: FilterLike = None,
     ) -> None:
         if tag is not None and state_tag is not None:
-            raise TypeError(
-                "catch_new_states: give the tag as `tag` or as `state_tag`, not both."
-            )
+            raise TypeError("catch_new_states: give the tag as `tag` or as `state_tag`, not both.")
         self._catcher = NewStateCatcher(tag if state_tag is None else state_tag, state_to_exclude)
 
     def __enter__(self) -> NewStateCatcher:

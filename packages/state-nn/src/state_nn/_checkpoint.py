@@ -15,10 +15,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import Any, Hashable, Mapping
+from collections.abc import Hashable, Mapping
+from typing import Any
 
 import jax
 import numpy as np
+
 import state_core
 import state_random
 from state_core import State, StateDict
@@ -48,9 +50,7 @@ def _orbax() -> Any:
 
 def _checkpointer(ocp: Any) -> Any:
     # Handlers named up front, so that reading one item does not warn about the other.
-    handler = ocp.CompositeCheckpointHandler(
-        values=ocp.PyTreeCheckpointHandler(), meta=ocp.JsonCheckpointHandler()
-    )
+    handler = ocp.CompositeCheckpointHandler(values=ocp.PyTreeCheckpointHandler(), meta=ocp.JsonCheckpointHandler())
     return ocp.Checkpointer(handler)
 
 
@@ -78,13 +78,9 @@ class _LeafInfo:
             return f"key<{self.dtype}>{list(self.shape)}"
         return f"{self.dtype}{list(self.shape)}"
 
-    def matches(self, other: "_LeafInfo") -> bool:
+    def matches(self, other: _LeafInfo) -> bool:
         # Arrays may come back as numpy / Python numbers and back: only keys are a kind apart.
-        return (
-            (self.kind == "key") == (other.kind == "key")
-            and self.shape == other.shape
-            and self.dtype == other.dtype
-        )
+        return (self.kind == "key") == (other.kind == "key") and self.shape == other.shape and self.dtype == other.dtype
 
 
 def _is_key(x: Any) -> bool:
@@ -293,10 +289,11 @@ def save(
     if os.path.lexists(directory):
         if not overwrite:
             raise FileExistsError(
-                f"{fn}: {directory!r} already exists; choose a new path or pass overwrite=True "
-                "to replace a checkpoint."
+                f"{fn}: {directory!r} already exists; choose a new path or pass overwrite=True to replace a checkpoint."
             )
-        if not (os.path.isdir(directory) and (not os.listdir(directory) or _read_meta(ocp, directory, fn, strict=False))):
+        if not (
+            os.path.isdir(directory) and (not os.listdir(directory) or _read_meta(ocp, directory, fn, strict=False))
+        ):
             raise FileExistsError(
                 f"{fn}: {directory!r} exists and is not a checkpoint written by "
                 "state_nn.checkpoint.save; overwrite=True replaces only such checkpoints."
@@ -449,9 +446,7 @@ def restore(
     _check_no_trace(fn)
     directory = _resolve(path, fn)
     if include_default is not None and not isinstance(include_default, bool):
-        raise TypeError(
-            f"{fn}: `include_default` must be None or a bool, got {type(include_default).__name__}."
-        )
+        raise TypeError(f"{fn}: `include_default` must be None or a bool, got {type(include_default).__name__}.")
     meta = _read_meta(ocp, directory, fn)
     assert meta is not None
     saved = {e.path: e for e in map(_entry_from_json, meta["states"])}
@@ -515,15 +510,13 @@ def _plan(
         for where, want, have in zip(entry.wheres, entry.leaves, stored.leaves):
             if not want.matches(have):
                 problems.append(
-                    f"state {_show(state_path)!r}{where}: saved {have.describe()}, "
-                    f"target holds {want.describe()}"
+                    f"state {_show(state_path)!r}{where}: saved {have.describe()}, target holds {want.describe()}"
                 )
         plan[state_path] = (state, stored, leaves, treedef)
     if missing:
         problems.insert(
             0,
-            f"the target's states {_listing(missing)} are not in the checkpoint (it holds "
-            f"{_listing(list(saved))})",
+            f"the target's states {_listing(missing)} are not in the checkpoint (it holds {_listing(list(saved))})",
         )
     if not partial:
         extra = [p for p in saved if p not in states and p != DEFAULT_PATH]
@@ -560,8 +553,7 @@ def _check_shardings(shardings: Any, states: StateDict, fn: str) -> dict[Path, A
             )
         if not isinstance(sharding, jax.sharding.Sharding):
             raise TypeError(
-                f"{fn}: `shardings[{key!r}]` must be a jax.sharding.Sharding, got "
-                f"{type(sharding).__name__}."
+                f"{fn}: `shardings[{key!r}]` must be a jax.sharding.Sharding, got {type(sharding).__name__}."
             )
         result[state_path] = sharding
     return result

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+
 import state_random
 from state_core import ParamState
 
@@ -32,11 +34,7 @@ def _initial_value(init: Initializer | Any, shape: tuple[int, ...], dtype: Any, 
 def _check_size(value: Any, name: str) -> tuple[int, ...]:
     """An int or a non-empty tuple of ints, all positive, as a tuple."""
     dims = (value,) if _is_int(value) else value
-    if (
-        not isinstance(dims, (tuple, list))
-        or not dims
-        or not all(_is_int(d) and d >= 1 for d in dims)
-    ):
+    if not isinstance(dims, (tuple, list)) or not dims or not all(_is_int(d) and d >= 1 for d in dims):
         raise ValueError(f"Linear: {name} must be a positive int (or a tuple of them), got {value!r}.")
     return tuple(int(d) for d in dims)
 
@@ -100,14 +98,8 @@ class Linear(Module):
             w_init = jax.nn.initializers.lecun_normal()
         if b_init is None:
             b_init = jax.nn.initializers.zeros
-        self.weight = ParamState(
-            _initial_value(w_init, (n_in, n_out), dtype, "Linear: w_init's weight")
-        )
-        self.bias = (
-            ParamState(_initial_value(b_init, (n_out,), dtype, "Linear: b_init's bias"))
-            if use_bias
-            else None
-        )
+        self.weight = ParamState(_initial_value(w_init, (n_in, n_out), dtype, "Linear: w_init's weight"))
+        self.bias = ParamState(_initial_value(b_init, (n_out,), dtype, "Linear: b_init's bias")) if use_bias else None
 
     def update(self, x: Any) -> jax.Array:
         """``x @ weight + bias`` for ``x`` of shape ``(..., in_size)``.
@@ -188,12 +180,12 @@ class Dropout(ElementWiseBlock):
         self.rate = float(rate)
         self.deterministic = bool(deterministic)
 
-    def train(self) -> "Dropout":
+    def train(self) -> Dropout:
         """Switch to training mode (dropout active); returns ``self``."""
         self.deterministic = False
         return self
 
-    def eval(self) -> "Dropout":
+    def eval(self) -> Dropout:
         """Switch to evaluation mode (identity); returns ``self``."""
         self.deterministic = True
         return self

@@ -8,13 +8,16 @@ import sys
 import types
 import warnings
 import weakref
-from typing import Any, Callable, Dict, Hashable, List
+from collections.abc import Callable, Hashable
+from typing import Any
 
 import jax
+
 import state_core
 import state_transform
 from state_core import State
-from state_core.filter import All, Any as AnyOf, Filter, FilterLike, Not, to_predicate
+from state_core.filter import All, Filter, FilterLike, Not, to_predicate
+from state_core.filter import Any as AnyOf
 from state_random import is_random_state
 
 from ._module import Module
@@ -28,7 +31,7 @@ _MAX_CACHED_MAPS = 128
 class _MemberStates(Filter):
     """Selects exactly the given state objects (a set lookup by identity)."""
 
-    def __init__(self, states: List[State]) -> None:
+    def __init__(self, states: list[State]) -> None:
         self.states = tuple(states)
         self._ids = frozenset(id(s) for s in states)
 
@@ -42,12 +45,12 @@ class _MemberStates(Filter):
         return f"MemberStates({len(self.states)} state(s))"
 
 
-def _normalize_user_axes(spec: Any, what: str) -> Dict[Any, Filter]:
+def _normalize_user_axes(spec: Any, what: str) -> dict[Any, Filter]:
     """``None`` -> ``{}``; ``{axis: filter}`` -> ``{axis: Filter}``; a bare filter -> ``{0: filter}``."""
     if spec is None:
         return {}
     if isinstance(spec, dict):
-        out: Dict[Any, Filter] = {}
+        out: dict[Any, Filter] = {}
         for axis, filt in spec.items():
             if axis is not None and (not isinstance(axis, int) or isinstance(axis, bool)):
                 raise ValueError(f"{what} keys must be ints (the mapped axis) or None (shared), got {axis!r}.")
@@ -56,7 +59,7 @@ def _normalize_user_axes(spec: Any, what: str) -> Dict[Any, Filter]:
     return {0: to_predicate(spec)}
 
 
-def _merge_state_axes(groups: Dict[Any, List[State]], user: Any, what: str) -> Dict[Any, Filter]:
+def _merge_state_axes(groups: dict[Any, list[State]], user: Any, what: str) -> dict[Any, Filter]:
     """User entries first (they take priority), then the init groups ``{axis: [states]}``.
 
     A member state that a user filter matches is left to that filter, so the
@@ -142,12 +145,12 @@ class _MapCache:
     def __init__(self) -> None:
         self.traces_seen = -1  # _UPDATE_TRACES.n when the update's writes were last checked
         # Shared states already warned about; weak, so a re-created state is new.
-        self.warned: "weakref.WeakSet[State]" = weakref.WeakSet()
-        self.groups: Dict[Any, List[State]] | None = None
-        self.state_axes: Dict[Any, Filter] | None = None
-        self.update: "_MapCaller | None" = None
-        self.maps: "collections.OrderedDict[Hashable, _MapCaller]" = collections.OrderedDict()
-        self.resets: Dict[Hashable, Any] = {}
+        self.warned: weakref.WeakSet[State] = weakref.WeakSet()
+        self.groups: dict[Any, list[State]] | None = None
+        self.state_axes: dict[Any, Filter] | None = None
+        self.update: _MapCaller | None = None
+        self.maps: collections.OrderedDict[Hashable, _MapCaller] = collections.OrderedDict()
+        self.resets: dict[Hashable, Any] = {}
 
 
 class _MapCaller:
@@ -248,13 +251,13 @@ class Map(Module):
         self,
         module: Module,
         init_map_size: int,
-        init_state_axes: Dict[Any, FilterLike] | None = None,
+        init_state_axes: dict[Any, FilterLike] | None = None,
         state_tag: str | None = None,
         in_axes: Any = 0,
         out_axes: Any = 0,
         axis_name: Hashable | None = None,
         spmd_axis_name: Hashable | None = None,
-        call_state_axes: Dict[Any, FilterLike] | None = None,
+        call_state_axes: dict[Any, FilterLike] | None = None,
         behavior: str = "vmap",
     ) -> None:
         super().__init__()
@@ -295,7 +298,7 @@ class Map(Module):
 
     # ------------------------------------------------------------------ state
     @property
-    def dict_vmap_states(self) -> Dict[Any, List[State]] | None:
+    def dict_vmap_states(self) -> dict[Any, list[State]] | None:
         """``{axis: [states]}`` created by ``init_all_states``, or ``None`` before it."""
         return self._cache.groups
 
@@ -333,9 +336,7 @@ class Map(Module):
                 "Map.init_all_states takes keyword arguments only (they are passed to "
                 f"module.init_all_states); got {len(args)} positional argument(s)."
             )
-        new_states = (
-            state_transform.pmap2_new_states if self.behavior == "pmap" else state_transform.vmap2_new_states
-        )
+        new_states = state_transform.pmap2_new_states if self.behavior == "pmap" else state_transform.vmap2_new_states
         groups = new_states(
             self.module,
             kwargs,
@@ -363,7 +364,7 @@ class Map(Module):
         in_axes: Any,
         out_axes: Any,
         axis_name: Hashable | None,
-        state_axes: Dict[Any, Filter],
+        state_axes: dict[Any, Filter],
         name: str,
     ) -> _MapCaller:
         if isinstance(in_axes, list):
@@ -478,7 +479,7 @@ class Map(Module):
         in_axes: Any = 0,
         out_axes: Any = 0,
         axis_name: Hashable | None = None,
-        state_axes: Dict[Any, FilterLike] | None = None,
+        state_axes: dict[Any, FilterLike] | None = None,
     ) -> Callable[..., Any]:
         """A callable that runs ``fn`` on every member with its own mapping settings.
 

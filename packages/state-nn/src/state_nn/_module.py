@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, Hashable, Iterator
+from collections.abc import Hashable, Iterator
+from typing import Any
 
 import numpy as np
+
 import state_core
 from state_core import State, StateDict
 from state_core.filter import FilterLike
@@ -29,7 +31,7 @@ def _module_children(obj: Any, path: Path) -> Iterator[tuple[Path, Any]]:
         yield path + (key,), value
 
 
-def _walk_modules(root: "Module") -> list[tuple[Path, "Module"]]:
+def _walk_modules(root: Module) -> list[tuple[Path, Module]]:
     """Every Module reachable from ``root`` (pre-order, deduplicated by identity).
 
     Iterative (an explicit stack of child iterators) so that a chain of thousands
@@ -53,7 +55,7 @@ def _walk_modules(root: "Module") -> list[tuple[Path, "Module"]]:
     return found
 
 
-def _hook_order(root: "Module", hook_owner: str) -> list["Module"]:
+def _hook_order(root: Module, hook_owner: str) -> list[Module]:
     """Post-order (children before parents) list of the modules whose hooks run.
 
     A submodule that overrides ``hook_owner`` (``init_all_states`` /
@@ -124,15 +126,14 @@ def _format_size(size: Any, what: str, module: Any) -> tuple[int, ...] | None:
         dims = tuple(size)
     else:
         raise TypeError(
-            f"{type(module).__name__}.{what} must be an int or a tuple of ints, "
-            f"got {type(size).__name__} {size!r}."
+            f"{type(module).__name__}.{what} must be an int or a tuple of ints, got {type(size).__name__} {size!r}."
         )
     if any(d < 0 for d in dims):
         raise ValueError(f"{type(module).__name__}.{what} must not contain negative sizes, got {size!r}.")
     return tuple(int(d) for d in dims)
 
 
-def _direct_children(root: "Module") -> list[tuple[Path, "Module"]]:
+def _direct_children(root: Module) -> list[tuple[Path, Module]]:
     """``(path, module)`` for the Modules directly held by ``root``.
 
     Attributes are followed into lists, tuples and dicts but not into other
@@ -348,7 +349,7 @@ class Module:
         return collected.split(*filters)
 
     # ------------------------------------------------------------------ submodules
-    def named_modules(self, include_self: bool = True) -> dict[Path, "Module"]:
+    def named_modules(self, include_self: bool = True) -> dict[Path, Module]:
         """``path -> Module`` for this module (path ``()``) and every submodule.
 
         Submodules are found in attributes, in definition order, and inside lists,
@@ -373,7 +374,7 @@ class Module:
             del found[()]
         return found
 
-    def modules(self, include_self: bool = True) -> list["Module"]:
+    def modules(self, include_self: bool = True) -> list[Module]:
         """This module and every submodule, in the order of ``named_modules``.
 
         ``include_self=False`` leaves this module out.
@@ -392,7 +393,7 @@ class Module:
         """
         return list(self.named_modules(include_self).values())
 
-    def named_children(self) -> dict[Path, "Module"]:
+    def named_children(self) -> dict[Path, Module]:
         """``path -> Module`` for the direct submodules (not their own submodules).
 
         A child held in a list or dict of this module counts as direct; its path
@@ -412,7 +413,7 @@ class Module:
         """
         return dict(_direct_children(self))
 
-    def children(self) -> list["Module"]:
+    def children(self) -> list[Module]:
         """The direct submodules, in the order of ``named_children``.
 
         Example:
@@ -458,7 +459,7 @@ class Module:
         """
         return list(self.named_parameters(recurse).values())
 
-    def named_param_modules(self) -> dict[Path, "Module"]:
+    def named_param_modules(self) -> dict[Path, Module]:
         """``path -> Param`` for every ``Param`` in this module (itself included).
 
         Example:
@@ -474,7 +475,7 @@ class Module:
 
         return {path: m for path, m in _walk_modules(self) if isinstance(m, Param)}
 
-    def param_modules(self) -> list["Module"]:
+    def param_modules(self) -> list[Module]:
         """The ``Param`` modules of ``named_param_modules()``, in the same order.
 
         Example:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
+
 from state_core import ParamState
 
 from ._module import Module
@@ -76,13 +78,10 @@ class Param(Module):
         if t is None:
             t = IdentityT()
         if not isinstance(t, Transform):
-            raise TypeError(
-                f"Param: t must be a state_nn Transform (such as SoftplusT(0.0)), got {type(t).__name__}."
-            )
+            raise TypeError(f"Param: t must be a state_nn Transform (such as SoftplusT(0.0)), got {type(t).__name__}.")
         if reg is not None and not isinstance(reg, Regularization):
             raise TypeError(
-                f"Param: reg must be a state_nn Regularization (such as L2Reg(0.01)) or None, got "
-                f"{type(reg).__name__}."
+                f"Param: reg must be a state_nn Regularization (such as L2Reg(0.01)) or None, got {type(reg).__name__}."
             )
         if precompute is not None and not callable(precompute):
             raise TypeError(f"Param: precompute must be callable or None, got {type(precompute).__name__}.")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from ._module import Module, _is_int, _render
 
@@ -105,7 +106,7 @@ class Sequential(Module):
         self.layers = layers_list
 
     @classmethod
-    def _compose(cls, left: Callable[..., Any], right: Callable[..., Any]) -> "Sequential":
+    def _compose(cls, left: Callable[..., Any], right: Callable[..., Any]) -> Sequential:
         # An unnamed plain Sequential on the left is flattened, so ``a >> b >> c``
         # has three layers rather than nested pairs.
         if type(left) is Sequential and left.name is None:
@@ -133,11 +134,9 @@ class Sequential(Module):
             return Sequential(*self.layers[index])
         if isinstance(index, (list, tuple)) and all(_is_int(i) for i in index):
             return Sequential(*[self[i] for i in index])
-        raise TypeError(
-            f"Sequential indices must be an int, a slice or a list of ints, got {type(index).__name__}."
-        )
+        raise TypeError(f"Sequential indices must be an int, a slice or a list of ints, got {type(index).__name__}.")
 
-    def append(self, layer: Callable[..., Any]) -> "Sequential":
+    def append(self, layer: Callable[..., Any]) -> Sequential:
         """Add ``layer`` at the end; returns ``self``.
 
         Example:
@@ -152,7 +151,7 @@ class Sequential(Module):
         self._set_layers(self.layers + [layer])
         return self
 
-    def extend(self, layers: Iterable[Callable[..., Any]]) -> "Sequential":
+    def extend(self, layers: Iterable[Callable[..., Any]]) -> Sequential:
         """Add every layer of ``layers`` at the end, in order; returns ``self``.
 
         Example:
@@ -169,7 +168,7 @@ class Sequential(Module):
         self._set_layers(self.layers + new)
         return self
 
-    def insert(self, index: int, layer: Callable[..., Any]) -> "Sequential":
+    def insert(self, index: int, layer: Callable[..., Any]) -> Sequential:
         """Insert ``layer`` before position ``index`` (as ``list.insert``); returns ``self``.
 
         Example:

@@ -10,7 +10,8 @@ accelerator that is a blocking transfer on every draw), and tracers have no valu
 from __future__ import annotations
 
 import operator
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -72,10 +73,7 @@ def check_size(size: Any, fn: str, name: str = "size") -> tuple[int, ...] | None
         arr = np.asarray(size)
         if arr.ndim <= 1 and np.issubdtype(arr.dtype, np.integer):
             return check_size(arr.tolist(), fn, name)
-    raise TypeError(
-        f"{fn}: `{name}` must be None, an int or a tuple of ints, got "
-        f"{type(size).__name__} {size!r}."
-    )
+    raise TypeError(f"{fn}: `{name}` must be None, an int or a tuple of ints, got {type(size).__name__} {size!r}.")
 
 
 def check_dims(dims: tuple[Any, ...], fn: str) -> tuple[int, ...]:
@@ -152,7 +150,7 @@ def _summary(arr: np.ndarray) -> str:
     nan = " (contains NaN)" if np.isnan(flat).any() else ""
     if np.isnan(flat).all():
         return "an array of NaN"
-    return f"an array with min {str(np.nanmin(arr))} and max {str(np.nanmax(arr))}{nan}"
+    return f"an array with min {np.nanmin(arr)!s} and max {np.nanmax(arr)!s}{nan}"
 
 
 def check_values(x: Any, name: str, fn: str, ok: Callable[[np.ndarray], np.ndarray], what: str) -> None:

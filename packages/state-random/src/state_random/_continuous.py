@@ -6,7 +6,8 @@ As everywhere in this package: validate first, then take the key with
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -35,8 +36,12 @@ class ContinuousSamplers:
     _key: Callable[[Any, str], jax.Array]
 
     def exponential(
-        self, scale: ArrayLike | None = 1.0, size: Size = None, *,
-        key: ArrayLike | None = None, dtype: DTypeLike | None = None,
+        self,
+        scale: ArrayLike | None = 1.0,
+        size: Size = None,
+        *,
+        key: ArrayLike | None = None,
+        dtype: DTypeLike | None = None,
     ) -> jax.Array:
         """Exponential samples with mean ``scale``.
 
@@ -62,8 +67,13 @@ class ContinuousSamplers:
         return jax.random.exponential(self._key(key, "standard_exponential"), shape, dt)
 
     def gamma(
-        self, shape: ArrayLike, scale: ArrayLike | None = 1.0, size: Size = None, *,
-        key: ArrayLike | None = None, dtype: DTypeLike | None = None,
+        self,
+        shape: ArrayLike,
+        scale: ArrayLike | None = 1.0,
+        size: Size = None,
+        *,
+        key: ArrayLike | None = None,
+        dtype: DTypeLike | None = None,
     ) -> jax.Array:
         """Gamma(``shape``, ``scale``) samples: ``jax.random.gamma(k, shape) * scale``.
 
@@ -95,8 +105,13 @@ class ContinuousSamplers:
         return jax.random.gamma(self._key(key, "standard_gamma"), a, out, dt)
 
     def beta(
-        self, a: ArrayLike, b: ArrayLike, size: Size = None, *,
-        key: ArrayLike | None = None, dtype: DTypeLike | None = None,
+        self,
+        a: ArrayLike,
+        b: ArrayLike,
+        size: Size = None,
+        *,
+        key: ArrayLike | None = None,
+        dtype: DTypeLike | None = None,
     ) -> jax.Array:
         """Beta(``a``, ``b``) samples in ``[0, 1]``.
 
@@ -115,8 +130,13 @@ class ContinuousSamplers:
         return jax.random.beta(self._key(key, fn), a, b, shape, dt)
 
     def chisquare(
-        self, df: ArrayLike, size: Size = None, *, key: ArrayLike | None = None,
-        dtype: DTypeLike | None = None, check_valid: bool = True,
+        self,
+        df: ArrayLike,
+        size: Size = None,
+        *,
+        key: ArrayLike | None = None,
+        dtype: DTypeLike | None = None,
+        check_valid: bool = True,
     ) -> jax.Array:
         """Chi-square samples with ``df`` degrees of freedom.
 
@@ -171,8 +191,13 @@ class ContinuousSamplers:
         return jax.random.pareto(self._key(key, "pareto"), a, shape, dt) - 1
 
     def power(
-        self, a: ArrayLike, size: Size = None, *, key: ArrayLike | None = None,
-        dtype: DTypeLike | None = None, check_valid: bool = True,
+        self,
+        a: ArrayLike,
+        size: Size = None,
+        *,
+        key: ArrayLike | None = None,
+        dtype: DTypeLike | None = None,
+        check_valid: bool = True,
     ) -> jax.Array:
         """Power-function samples in ``[0, 1]`` with density ``a * x**(a - 1)``: ``U ** (1 / a)``.
 
@@ -201,8 +226,13 @@ class ContinuousSamplers:
         return jax.random.weibull_min(self._key(key, "weibull"), 1.0, a, shape, dt)
 
     def weibull_min(
-        self, a: ArrayLike, scale: ArrayLike | None = 1.0, size: Size = None, *,
-        key: ArrayLike | None = None, dtype: DTypeLike | None = None,
+        self,
+        a: ArrayLike,
+        scale: ArrayLike | None = 1.0,
+        size: Size = None,
+        *,
+        key: ArrayLike | None = None,
+        dtype: DTypeLike | None = None,
     ) -> jax.Array:
         """Weibull samples with shape ``a`` and scale ``scale`` (SciPy's ``weibull_min``).
 
@@ -221,8 +251,12 @@ class ContinuousSamplers:
         return jax.random.weibull_min(self._key(key, fn), scale, a, shape, dt)
 
     def rayleigh(
-        self, scale: ArrayLike | None = 1.0, size: Size = None, *,
-        key: ArrayLike | None = None, dtype: DTypeLike | None = None,
+        self,
+        scale: ArrayLike | None = 1.0,
+        size: Size = None,
+        *,
+        key: ArrayLike | None = None,
+        dtype: DTypeLike | None = None,
     ) -> jax.Array:
         """Rayleigh samples with scale ``scale`` (mode of the distribution).
 
@@ -259,8 +293,13 @@ class ContinuousSamplers:
         return jax.random.loggamma(self._key(key, "loggamma"), a, shape, dt)
 
     def laplace(
-        self, loc: ArrayLike | None = 0.0, scale: ArrayLike | None = 1.0, size: Size = None, *,
-        key: ArrayLike | None = None, dtype: DTypeLike | None = None,
+        self,
+        loc: ArrayLike | None = 0.0,
+        scale: ArrayLike | None = 1.0,
+        size: Size = None,
+        *,
+        key: ArrayLike | None = None,
+        dtype: DTypeLike | None = None,
     ) -> jax.Array:
         """Laplace samples: ``jax.random.laplace(k, shape) * scale + loc``.
 
@@ -273,8 +312,13 @@ class ContinuousSamplers:
         return jax.random.laplace(self._key(key, "laplace"), shape, dt) * scale + loc
 
     def logistic(
-        self, loc: ArrayLike | None = 0.0, scale: ArrayLike | None = 1.0, size: Size = None, *,
-        key: ArrayLike | None = None, dtype: DTypeLike | None = None,
+        self,
+        loc: ArrayLike | None = 0.0,
+        scale: ArrayLike | None = 1.0,
+        size: Size = None,
+        *,
+        key: ArrayLike | None = None,
+        dtype: DTypeLike | None = None,
     ) -> jax.Array:
         """Logistic samples: ``jax.random.logistic(k, shape) * scale + loc``.
 
@@ -287,8 +331,13 @@ class ContinuousSamplers:
         return jax.random.logistic(self._key(key, "logistic"), shape, dt) * scale + loc
 
     def gumbel(
-        self, loc: ArrayLike | None = 0.0, scale: ArrayLike | None = 1.0, size: Size = None, *,
-        key: ArrayLike | None = None, dtype: DTypeLike | None = None,
+        self,
+        loc: ArrayLike | None = 0.0,
+        scale: ArrayLike | None = 1.0,
+        size: Size = None,
+        *,
+        key: ArrayLike | None = None,
+        dtype: DTypeLike | None = None,
     ) -> jax.Array:
         """Gumbel samples: ``jax.random.gumbel(k, shape) * scale + loc``.
 
@@ -301,8 +350,13 @@ class ContinuousSamplers:
         return jax.random.gumbel(self._key(key, "gumbel"), shape, dt) * scale + loc
 
     def cauchy(
-        self, loc: ArrayLike | None = 0.0, scale: ArrayLike | None = 1.0, size: Size = None, *,
-        key: ArrayLike | None = None, dtype: DTypeLike | None = None,
+        self,
+        loc: ArrayLike | None = 0.0,
+        scale: ArrayLike | None = 1.0,
+        size: Size = None,
+        *,
+        key: ArrayLike | None = None,
+        dtype: DTypeLike | None = None,
     ) -> jax.Array:
         """Cauchy samples: ``jax.random.cauchy(k, shape) * scale + loc``.
 

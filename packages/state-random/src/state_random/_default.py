@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from typing import Any, Callable, Concatenate, Iterator, ParamSpec, TypeVar
+from collections.abc import Callable, Iterator
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import jax
 import numpy as np

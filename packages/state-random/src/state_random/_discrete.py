@@ -6,7 +6,8 @@ call never advances the state.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -65,8 +66,13 @@ class DiscreteSamplers:
         return jax.random.randint(self._key(key, fn), shape, low, high, dt)
 
     def randint(
-        self, low: ArrayLike, high: ArrayLike | None = None, size: Size = None,
-        dtype: DTypeLike = int, *, key: ArrayLike | None = None,
+        self,
+        low: ArrayLike,
+        high: ArrayLike | None = None,
+        size: Size = None,
+        dtype: DTypeLike = int,
+        *,
+        key: ArrayLike | None = None,
     ) -> jax.Array:
         """Integers in ``[low, high)`` (``[0, low)`` when ``high`` is None); int32 by default.
 
@@ -81,8 +87,13 @@ class DiscreteSamplers:
         return self._randint("randint", low, high, size, dtype, key)
 
     def random_integers(
-        self, low: ArrayLike, high: ArrayLike | None = None, size: Size = None, *,
-        key: ArrayLike | None = None, dtype: DTypeLike | None = None,
+        self,
+        low: ArrayLike,
+        high: ArrayLike | None = None,
+        size: Size = None,
+        *,
+        key: ArrayLike | None = None,
+        dtype: DTypeLike | None = None,
     ) -> jax.Array:
         """Integers in ``[low, high]``, both ends included (``[1, low]`` when ``high`` is None).
 
@@ -102,8 +113,13 @@ class DiscreteSamplers:
         return self._randint(fn, low, high + 1, size, dtype, key)
 
     def randint_like(
-        self, input: ArrayLike, low: ArrayLike = 0, high: ArrayLike | None = None,
-        dtype: DTypeLike | None = None, *, key: ArrayLike | None = None,
+        self,
+        input: ArrayLike,
+        low: ArrayLike = 0,
+        high: ArrayLike | None = None,
+        dtype: DTypeLike | None = None,
+        *,
+        key: ArrayLike | None = None,
     ) -> jax.Array:
         """Integers in ``[low, high)`` with the shape of ``input`` (PyTorch's ``randint_like``).
 
@@ -144,8 +160,14 @@ class DiscreteSamplers:
         return jax.random.bernoulli(self._key(key, fn), p, shape)
 
     def binomial(
-        self, n: ArrayLike, p: ArrayLike, size: Size = None, *,
-        key: ArrayLike | None = None, dtype: DTypeLike | None = None, check_valid: bool = True,
+        self,
+        n: ArrayLike,
+        p: ArrayLike,
+        size: Size = None,
+        *,
+        key: ArrayLike | None = None,
+        dtype: DTypeLike | None = None,
+        check_valid: bool = True,
     ) -> jax.Array:
         """Binomial counts of ``n`` trials with success probability ``p`` (int32 by default).
 
@@ -168,8 +190,12 @@ class DiscreteSamplers:
         return jax.random.binomial(self._key(key, fn), n, p, shape).astype(dt)
 
     def poisson(
-        self, lam: ArrayLike = 1.0, size: Size = None, *,
-        key: ArrayLike | None = None, dtype: DTypeLike | None = None,
+        self,
+        lam: ArrayLike = 1.0,
+        size: Size = None,
+        *,
+        key: ArrayLike | None = None,
+        dtype: DTypeLike | None = None,
     ) -> jax.Array:
         """Poisson counts with rate ``lam`` (int32 by default).
 
@@ -203,8 +229,13 @@ class DiscreteSamplers:
         return jax.random.geometric(self._key(key, fn), p, shape, dt)
 
     def negative_binomial(
-        self, n: ArrayLike, p: ArrayLike, size: Size = None, *,
-        key: ArrayLike | None = None, dtype: DTypeLike | None = None,
+        self,
+        n: ArrayLike,
+        p: ArrayLike,
+        size: Size = None,
+        *,
+        key: ArrayLike | None = None,
+        dtype: DTypeLike | None = None,
     ) -> jax.Array:
         """Failures before the ``n``-th success of Bernoulli(``p``) trials (a gamma-Poisson mixture).
 
@@ -225,8 +256,14 @@ class DiscreteSamplers:
         return jax.random.poisson(k_poisson, rate, shape, dt)
 
     def hypergeometric(
-        self, ngood: ArrayLike, nbad: ArrayLike, nsample: ArrayLike, size: Size = None, *,
-        key: ArrayLike | None = None, dtype: DTypeLike | None = None,
+        self,
+        ngood: ArrayLike,
+        nbad: ArrayLike,
+        nsample: ArrayLike,
+        size: Size = None,
+        *,
+        key: ArrayLike | None = None,
+        dtype: DTypeLike | None = None,
     ) -> jax.Array:
         """Good items among ``nsample`` drawn without replacement from ``ngood`` good and ``nbad`` bad ones.
 
@@ -285,8 +322,14 @@ class DiscreteSamplers:
         return A.zipf(self._key(key, fn), a, shape, dt)
 
     def multinomial(
-        self, n: ArrayLike, pvals: ArrayLike, size: Size = None, *,
-        key: ArrayLike | None = None, dtype: DTypeLike | None = None, check_valid: bool = True,
+        self,
+        n: ArrayLike,
+        pvals: ArrayLike,
+        size: Size = None,
+        *,
+        key: ArrayLike | None = None,
+        dtype: DTypeLike | None = None,
+        check_valid: bool = True,
     ) -> jax.Array:
         """Counts of ``n`` draws over ``len(pvals)`` categories; shape ``size + pvals.shape[-1:]``.
 
@@ -352,8 +395,14 @@ class DiscreteSamplers:
         return jax.random.categorical(self._key(key, fn), logits, axis, shape)
 
     def choice(
-        self, a: int | ArrayLike, size: Size = None, replace: bool = True, p: ArrayLike | None = None,
-        *, axis: int = 0, key: ArrayLike | None = None,
+        self,
+        a: int | ArrayLike,
+        size: Size = None,
+        replace: bool = True,
+        p: ArrayLike | None = None,
+        *,
+        axis: int = 0,
+        key: ArrayLike | None = None,
     ) -> Any:
         """Random elements of ``a`` (or of ``arange(a)`` for an int), optionally weighted by ``p``.
 

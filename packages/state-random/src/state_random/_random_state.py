@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterable
 from functools import partial
-from typing import Any, Iterable
+from typing import Any
 
 import jax
 import numpy as np
@@ -42,6 +43,7 @@ def _split_eager(key: jax.Array, n: int | None) -> tuple[jax.Array, jax.Array]:
     parts = jax.random.split(key, 2 if n is None else n + 1)
     return parts[0], (parts[1] if n is None else parts[1:])
 
+
 _ACCEPTED = (
     "None (fresh entropy), an int seed, a typed PRNG key from jax.random.key (a scalar "
     "key or an array of keys), or raw uint32 key data of shape (2,) (or (..., 2)) as "
@@ -55,12 +57,7 @@ def _is_int(x: Any) -> bool:
 
 def _is_int_scalar_array(x: Any) -> bool:
     dtype = getattr(x, "dtype", None)
-    return (
-        dtype is not None
-        and not is_key(x)
-        and np.ndim(x) == 0
-        and np.issubdtype(np.dtype(dtype), np.integer)
-    )
+    return dtype is not None and not is_key(x) and np.ndim(x) == 0 and np.issubdtype(np.dtype(dtype), np.integer)
 
 
 def check_seed(seed: Any, fn: str) -> Any:
@@ -70,15 +67,12 @@ def check_seed(seed: Any, fn: str) -> Any:
     if _is_int(seed):
         seed = int(seed)
         if not _SEED_MIN <= seed <= _SEED_MAX:
-            raise ValueError(
-                f"{fn}: `seed` must fit in a signed 64-bit integer, got {seed}."
-            )
+            raise ValueError(f"{fn}: `seed` must fit in a signed 64-bit integer, got {seed}.")
         return seed
     if _is_int_scalar_array(seed):
         return seed
     raise TypeError(
-        f"{fn}: `seed` must be an int (or None for fresh entropy) or a PRNG key, got "
-        f"{type(seed).__name__} {seed!r}."
+        f"{fn}: `seed` must be an int (or None for fresh entropy) or a PRNG key, got {type(seed).__name__} {seed!r}."
     )
 
 
@@ -102,9 +96,7 @@ def as_key(value: Any, fn: str, name: str = "key", allow_batch: bool = True) -> 
     """
     if is_key(value):
         if not allow_batch and value.ndim != 0:
-            raise ValueError(
-                f"{fn}: `{name}` must be a single key, got a key array of shape {value.shape}."
-            )
+            raise ValueError(f"{fn}: `{name}` must be a single key, got a key array of shape {value.shape}.")
         return value
     dtype = getattr(value, "dtype", None)
     if dtype is not None and hasattr(value, "shape") and not isinstance(value, (bool, int, float)):
@@ -113,9 +105,7 @@ def as_key(value: Any, fn: str, name: str = "key", allow_batch: bool = True) -> 
             if len(shape) >= 1 and shape[-1] == 2 and (allow_batch or len(shape) == 1):
                 return jax.random.wrap_key_data(value)
             wanted = "(2,) or (..., 2)" if allow_batch else "(2,)"
-            raise ValueError(
-                f"{fn}: raw uint32 key data for `{name}` must have shape {wanted}, got shape {shape}."
-            )
+            raise ValueError(f"{fn}: raw uint32 key data for `{name}` must have shape {wanted}, got shape {shape}.")
     raise TypeError(
         f"{fn}: `{name}` must be a typed PRNG key (jax.random.key) or raw uint32 key data "
         f"(jax.random.PRNGKey), got {type(value).__name__} "
@@ -203,8 +193,7 @@ class RandomState(UniformNormalSamplers, ContinuousSamplers, SpecialSamplers, Di
             value = as_key(seed_or_key, fn, "seed_or_key")
         else:
             raise TypeError(
-                f"{fn}: `seed_or_key` must be {_ACCEPTED}; got "
-                f"{type(seed_or_key).__name__} {seed_or_key!r}."
+                f"{fn}: `seed_or_key` must be {_ACCEPTED}; got {type(seed_or_key).__name__} {seed_or_key!r}."
             )
         super().__init__(None if pending is not None else value, name, tag, strict=strict, **metadata)
         self._backup: Any = None
@@ -442,7 +431,7 @@ class RandomState(UniformNormalSamplers, ContinuousSamplers, SpecialSamplers, Di
                 self._backup = key
             _STATE_VALUE.fset(self, jax.random.split(key, n))
 
-    def clone(self) -> "RandomState":
+    def clone(self) -> RandomState:
         """An independent RandomState that starts from the same key.
 
         Example:
@@ -465,6 +454,10 @@ class RandomState(UniformNormalSamplers, ContinuousSamplers, SpecialSamplers, Di
 # Sampler methods are written once, on mixins; show them as RandomState methods.
 for _name in dir(RandomState):
     _fn = getattr(RandomState, _name)
-    if not _name.startswith("_") and callable(_fn) and getattr(_fn, "__qualname__", "").split(".")[0].endswith("Samplers"):
+    if (
+        not _name.startswith("_")
+        and callable(_fn)
+        and getattr(_fn, "__qualname__", "").split(".")[0].endswith("Samplers")
+    ):
         _fn.__qualname__ = f"RandomState.{_name}"
 del _name, _fn

@@ -7,7 +7,8 @@ call still advances the state exactly once.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -51,8 +52,13 @@ class SpecialSamplers:
     _key: Callable[[Any, str], jax.Array]
 
     def f(
-        self, dfnum: ArrayLike, dfden: ArrayLike, size: Size = None, *,
-        key: ArrayLike | None = None, dtype: DTypeLike | None = None,
+        self,
+        dfnum: ArrayLike,
+        dfden: ArrayLike,
+        size: Size = None,
+        *,
+        key: ArrayLike | None = None,
+        dtype: DTypeLike | None = None,
     ) -> jax.Array:
         """F (Fisher-Snedecor) samples with ``dfnum`` and ``dfden`` degrees of freedom.
 
@@ -70,8 +76,13 @@ class SpecialSamplers:
         return jax.random.f(self._key(key, fn), dfnum, dfden, shape, dt)
 
     def noncentral_chisquare(
-        self, df: ArrayLike, nonc: ArrayLike, size: Size = None, *,
-        key: ArrayLike | None = None, dtype: DTypeLike | None = None,
+        self,
+        df: ArrayLike,
+        nonc: ArrayLike,
+        size: Size = None,
+        *,
+        key: ArrayLike | None = None,
+        dtype: DTypeLike | None = None,
     ) -> jax.Array:
         """Non-central chi-square samples (``df > 0`` degrees of freedom, non-centrality ``nonc >= 0``).
 
@@ -89,8 +100,14 @@ class SpecialSamplers:
         return _noncentral_chisquare(self._key(key, fn), df, nonc, shape, dt)
 
     def noncentral_f(
-        self, dfnum: ArrayLike, dfden: ArrayLike, nonc: ArrayLike, size: Size = None, *,
-        key: ArrayLike | None = None, dtype: DTypeLike | None = None,
+        self,
+        dfnum: ArrayLike,
+        dfden: ArrayLike,
+        nonc: ArrayLike,
+        size: Size = None,
+        *,
+        key: ArrayLike | None = None,
+        dtype: DTypeLike | None = None,
     ) -> jax.Array:
         """Non-central F samples: ``(noncentral_chisquare(dfnum, nonc) / dfnum) / (chisquare(dfden) / dfden)``.
 
@@ -113,8 +130,14 @@ class SpecialSamplers:
         return num / den
 
     def triangular(
-        self, left: ArrayLike = 0.0, mode: ArrayLike = 0.5, right: ArrayLike = 1.0, size: Size = None, *,
-        key: ArrayLike | None = None, dtype: DTypeLike | None = None,
+        self,
+        left: ArrayLike = 0.0,
+        mode: ArrayLike = 0.5,
+        right: ArrayLike = 1.0,
+        size: Size = None,
+        *,
+        key: ArrayLike | None = None,
+        dtype: DTypeLike | None = None,
     ) -> jax.Array:
         """Triangular samples on ``[left, right]`` peaking at ``mode`` (``left <= mode <= right``).
 
@@ -135,8 +158,13 @@ class SpecialSamplers:
         return jax.random.triangular(self._key(key, fn), left, mode, right, shape, dt)
 
     def vonmises(
-        self, mu: ArrayLike, kappa: ArrayLike, size: Size = None, *,
-        key: ArrayLike | None = None, dtype: DTypeLike | None = None,
+        self,
+        mu: ArrayLike,
+        kappa: ArrayLike,
+        size: Size = None,
+        *,
+        key: ArrayLike | None = None,
+        dtype: DTypeLike | None = None,
     ) -> jax.Array:
         """Von Mises (circular normal) angles in ``[-pi, pi)`` with mean ``mu`` and concentration ``kappa``.
 
@@ -156,8 +184,13 @@ class SpecialSamplers:
         return (theta + jnp.pi) % (2.0 * jnp.pi) - jnp.pi
 
     def wald(
-        self, mean: ArrayLike, scale: ArrayLike, size: Size = None, *,
-        key: ArrayLike | None = None, dtype: DTypeLike | None = None,
+        self,
+        mean: ArrayLike,
+        scale: ArrayLike,
+        size: Size = None,
+        *,
+        key: ArrayLike | None = None,
+        dtype: DTypeLike | None = None,
     ) -> jax.Array:
         """Wald (inverse Gaussian) samples with mean ``mean`` and shape ``scale``.
 

@@ -7,7 +7,8 @@ that a call with bad arguments never advances a random state.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -117,8 +118,13 @@ class UniformNormalSamplers:
         return self._uniform01("sample", size, key, dtype)
 
     def uniform(
-        self, low: ArrayLike = 0.0, high: ArrayLike = 1.0, size: Size = None, *,
-        key: ArrayLike | None = None, dtype: DTypeLike | None = None,
+        self,
+        low: ArrayLike = 0.0,
+        high: ArrayLike = 1.0,
+        size: Size = None,
+        *,
+        key: ArrayLike | None = None,
+        dtype: DTypeLike | None = None,
     ) -> jax.Array:
         """Uniform samples in ``[low, high)`` (``jax.random.uniform(k, shape, dtype, low, high)``).
 
@@ -138,8 +144,13 @@ class UniformNormalSamplers:
         return jax.random.uniform(self._key(key, fn), shape, dt, low, high)
 
     def normal(
-        self, loc: ArrayLike | None = 0.0, scale: ArrayLike | None = 1.0, size: Size = None, *,
-        key: ArrayLike | None = None, dtype: DTypeLike | None = None,
+        self,
+        loc: ArrayLike | None = 0.0,
+        scale: ArrayLike | None = 1.0,
+        size: Size = None,
+        *,
+        key: ArrayLike | None = None,
+        dtype: DTypeLike | None = None,
     ) -> jax.Array:
         """Normal samples: ``jax.random.normal(k, shape, dtype) * scale + loc``.
 
@@ -169,8 +180,15 @@ class UniformNormalSamplers:
         return jax.random.normal(self._key(key, fn), shape, dt)
 
     def truncated_normal(
-        self, lower: ArrayLike, upper: ArrayLike, size: Size = None, loc: ArrayLike = 0.0,
-        scale: ArrayLike = 1.0, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None,
+        self,
+        lower: ArrayLike,
+        upper: ArrayLike,
+        size: Size = None,
+        loc: ArrayLike = 0.0,
+        scale: ArrayLike = 1.0,
+        *,
+        key: ArrayLike | None = None,
+        dtype: DTypeLike | None = None,
         check_valid: bool = True,
     ) -> jax.Array:
         """Normal(``loc``, ``scale``) samples truncated to ``[lower, upper]`` (bounds in output units).
@@ -190,9 +208,7 @@ class UniformNormalSamplers:
         dt = float_dtype(dtype, fn)
         lower, upper = as_param(lower, "lower", fn), as_param(upper, "upper", fn)
         loc, scale = as_param(loc, "loc", fn), as_param(scale, "scale", fn)
-        shape = out_shape(
-            check_size(size, fn), fn, shape_of(lower), shape_of(upper), shape_of(loc), shape_of(scale)
-        )
+        shape = out_shape(check_size(size, fn), fn, shape_of(lower), shape_of(upper), shape_of(loc), shape_of(scale))
         if check_valid:
             positive(scale, "scale", fn)
             check_less(lower, upper, ("lower", "upper"), fn)
@@ -201,8 +217,13 @@ class UniformNormalSamplers:
         return jax.random.truncated_normal(self._key(key, fn), a, b, shape, dt) * scale + loc
 
     def lognormal(
-        self, mean: ArrayLike | None = 0.0, sigma: ArrayLike | None = 1.0, size: Size = None, *,
-        key: ArrayLike | None = None, dtype: DTypeLike | None = None,
+        self,
+        mean: ArrayLike | None = 0.0,
+        sigma: ArrayLike | None = 1.0,
+        size: Size = None,
+        *,
+        key: ArrayLike | None = None,
+        dtype: DTypeLike | None = None,
     ) -> jax.Array:
         """``exp(N(mean, sigma))`` samples: ``jax.random.lognormal(k, sigma, shape) * exp(mean)``.
 
@@ -220,8 +241,14 @@ class UniformNormalSamplers:
         return jax.random.lognormal(self._key(key, fn), sigma, shape, dt) * jnp.exp(mean)
 
     def multivariate_normal(
-        self, mean: ArrayLike, cov: ArrayLike, size: Size = None, method: str = "cholesky", *,
-        key: ArrayLike | None = None, dtype: DTypeLike | None = None,
+        self,
+        mean: ArrayLike,
+        cov: ArrayLike,
+        size: Size = None,
+        method: str = "cholesky",
+        *,
+        key: ArrayLike | None = None,
+        dtype: DTypeLike | None = None,
     ) -> jax.Array:
         """Multivariate normal samples; the output shape is ``size + mean.shape[-1:]``.
 
@@ -242,8 +269,7 @@ class UniformNormalSamplers:
         mshape, cshape = shape_of(mean), shape_of(cov)
         if len(mshape) < 1 or len(cshape) < 2 or cshape[-2:] != (mshape[-1], mshape[-1]):
             raise ValueError(
-                f"{fn}: `mean` must have shape (..., n) and `cov` shape (..., n, n); got "
-                f"{mshape} and {cshape}."
+                f"{fn}: `mean` must have shape (..., n) and `cov` shape (..., n, n); got {mshape} and {cshape}."
             )
         check_psd(cov, "cov", fn)
         shape = out_shape(check_size(size, fn), fn, mshape[:-1], cshape[:-2])
@@ -251,9 +277,7 @@ class UniformNormalSamplers:
             self._key(key, fn), jnp.asarray(mean), jnp.asarray(cov), shape, dt, method
         )
 
-    def rand_like(
-        self, input: ArrayLike, dtype: DTypeLike | None = None, *, key: ArrayLike | None = None
-    ) -> jax.Array:
+    def rand_like(self, input: ArrayLike, dtype: DTypeLike | None = None, *, key: ArrayLike | None = None) -> jax.Array:
         """Uniform ``[0, 1)`` samples with the shape of ``input`` (PyTorch's ``rand_like``).
 
         The dtype is ``dtype``, else ``input``'s floating dtype, else the default float.

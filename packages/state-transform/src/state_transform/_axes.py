@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import operator
-from typing import Any, Dict, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import jax
+
 from state_core import BatchAxisError
 from state_core.filter import Filter, to_predicate
 
@@ -20,7 +22,7 @@ __all__ = [
     "check_state_in_out_axes",
 ]
 
-StateAxes = Dict[Any, Filter]
+StateAxes = dict[Any, Filter]
 
 
 def _check_axis_key(axis: Any, what: str) -> Any:
@@ -29,9 +31,7 @@ def _check_axis_key(axis: Any, what: str) -> Any:
     try:
         return operator.index(axis)
     except TypeError:
-        raise ValueError(
-            f"{what} keys must be ints (the mapped axis) or None (not mapped), got {axis!r}."
-        ) from None
+        raise ValueError(f"{what} keys must be ints (the mapped axis) or None (not mapped), got {axis!r}.") from None
 
 
 def normalize_state_axes(spec: Any, what: str) -> StateAxes:
@@ -44,8 +44,7 @@ def normalize_state_axes(spec: Any, what: str) -> StateAxes:
         return {0: to_predicate(spec)}
     except TypeError:
         raise TypeError(
-            f"{what} must be None, a dict {{axis: filter}}, a filter, a State or a list of "
-            f"States; got {spec!r}."
+            f"{what} must be None, a dict {{axis: filter}}, a filter, a State or a list of States; got {spec!r}."
         ) from None
 
 
@@ -113,13 +112,10 @@ def leaf_in_axes(
             continue
         try:
             pairs: list = []
-            jax.tree.map(
-                lambda ax, sub: pairs.append((ax, sub)), prefix, arg, is_leaf=lambda x: x is None
-            )
+            jax.tree.map(lambda ax, sub: pairs.append((ax, sub)), prefix, arg, is_leaf=lambda x: x is None)
         except ValueError as err:
             raise ValueError(
-                f"in_axes entry {prefix!r} for positional argument {i} does not match the "
-                f"argument's structure: {err}"
+                f"in_axes entry {prefix!r} for positional argument {i} does not match the argument's structure: {err}"
             ) from None
         for ax, sub in pairs:
             for path, leaf in jax.tree.leaves_with_path(sub):

@@ -7,7 +7,8 @@ write one passes its value through); states only read are inputs.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -60,8 +61,9 @@ def _branch_program(calls: Sequence[Any], kind: str, who: str) -> LoopProgram:
     return LoopProgram(jax.jit(program), plan, calls)
 
 
-def _run_branches(kind: str, selector: Any, funs: Sequence[Callable], names: Sequence[str],
-                  operands: tuple, who: str) -> Any:
+def _run_branches(
+    kind: str, selector: Any, funs: Sequence[Callable], names: Sequence[str], operands: tuple, who: str
+) -> Any:
     bodies = [traced_body(f, f"{who}: {name}") for f, name in zip(funs, names)]
 
     def trace() -> list:

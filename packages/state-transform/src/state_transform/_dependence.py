@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Hashable, Sequence
+from collections.abc import Hashable, Sequence
+from typing import Any
 
 import jax.extend.core as jex_core
 

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import jax
 import jax.extend.core as jex_core
 import jax.numpy as jnp
+
 from state_core import State, StateDict, StatefulFunction
-from state_core.engine import TracedCall, merger, api_boundary, unflatten_states
+from state_core.engine import TracedCall, api_boundary, merger, unflatten_states
 
 __all__ = ["grad", "GradFunction"]
 
@@ -46,8 +48,7 @@ class GradFunction(StatefulFunction):
         for s in states:
             if not isinstance(s, State):
                 raise TypeError(
-                    "grad_states must be a State or a list/tuple/dict of States, but it contains "
-                    f"a {type(s).__name__}."
+                    f"grad_states must be a State or a list/tuple/dict of States, but it contains a {type(s).__name__}."
                 )
         self.grad_states = grad_states
         self._returns_state_dict = isinstance(grad_states, StateDict)
@@ -89,8 +90,7 @@ class GradFunction(StatefulFunction):
         for i in arg_tuple:
             if not -n_args <= i < n_args:
                 raise ValueError(
-                    f"grad: argnums contains {i}, but {self.name} was called with {n_args} "
-                    "positional argument(s)."
+                    f"grad: argnums contains {i}, but {self.name} was called with {n_args} positional argument(s)."
                 )
         has_aux = self.has_aux
         dyn_treedef = entry.dyn_treedef

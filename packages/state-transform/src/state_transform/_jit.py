@@ -5,9 +5,11 @@ from __future__ import annotations
 import functools
 import types
 import weakref
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import jax
+
 from state_core import StatefulFunction
 from state_core.engine import TracedCall, read_state_values
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Hashable, Sequence
+from collections.abc import Hashable, Sequence
+from typing import Any
 
 import jax
+
 from state_core import State, active_trace_stacks
 from state_random import split_for_lanes
 

@@ -7,10 +7,12 @@ first carry), states it only reads are passed once as loop invariants.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
 
 import jax
 import jax.extend.core as jex_core
+
 from state_core import (
     StaleTraceError,
     State,

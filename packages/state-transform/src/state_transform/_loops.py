@@ -9,7 +9,8 @@ iteration draws new numbers, exactly as the same number of eager calls would.
 from __future__ import annotations
 
 import operator
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -104,8 +105,7 @@ def _scan_program(
             if kind == "scan":
                 if not (isinstance(out, tuple) and len(out) == 2):
                     raise TypeError(
-                        f"{who}: the body must return a pair (carry, y), but it returned "
-                        f"{jax.tree.structure(out)}."
+                        f"{who}: the body must return a pair (carry, y), but it returned {jax.tree.structure(out)}."
                     )
                 user_carry, y = out
             elif kind == "for":
@@ -123,8 +123,18 @@ def _scan_program(
     return LoopProgram(jax.jit(program), plan, [call])
 
 
-def _run_scan(f: Any, kind: str, init: Any, xs: Any, length: int, reverse: bool, unroll: Any,
-              progress_bar: Any, who: str, lower: int = 0) -> Any:
+def _run_scan(
+    f: Any,
+    kind: str,
+    init: Any,
+    xs: Any,
+    length: int,
+    reverse: bool,
+    unroll: Any,
+    progress_bar: Any,
+    who: str,
+    lower: int = 0,
+) -> Any:
     body = traced_body(f, f"{who}: the body")
     bar = as_progress_bar(progress_bar, who)
     unroll = _check_unroll(unroll, who)
@@ -282,7 +292,9 @@ def fori_loop(
     lo, hi = _int_bound(lower), _int_bound(upper)
     if lo is not None and hi is not None:
         length = max(hi - lo, 0)
-        return _run_scan(body_fun, "fori", init_val, None, length, False, unroll, progress_bar, "fori_loop", lower=lo)[0]
+        return _run_scan(body_fun, "fori", init_val, None, length, False, unroll, progress_bar, "fori_loop", lower=lo)[
+            0
+        ]
     if as_progress_bar(progress_bar, "fori_loop") is not None:
         raise ValueError(
             "fori_loop: progress_bar needs bounds known at trace time (Python ints or concrete "

@@ -7,10 +7,12 @@ import itertools
 import threading
 import warnings
 import weakref
-from typing import Any, Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any
 
 import jax
 import jax.extend.core as jex_core
+
 from state_core import BatchAxisError, State, StatefulFunction, states_of_callable
 from state_core.engine import TracedCall, merger, unflatten_states
 from state_random import is_random_state, is_single_key, split_for_lanes
@@ -183,8 +185,7 @@ class StatefulMapping(StatefulFunction):
         super().__init__(fun, static_argnums, static_argnames, name=name)
         if unexpected_out_state_mapping not in _POLICIES:
             raise ValueError(
-                f"unexpected_out_state_mapping must be one of {_POLICIES}, got "
-                f"{unexpected_out_state_mapping!r}."
+                f"unexpected_out_state_mapping must be one of {_POLICIES}, got {unexpected_out_state_mapping!r}."
             )
         if axis_size is not None and (not isinstance(axis_size, int) or axis_size < 1):
             raise ValueError(f"axis_size must be a positive int or None, got {axis_size!r}.")
@@ -232,7 +233,9 @@ class StatefulMapping(StatefulFunction):
     def _new_trace_context(self) -> _MappingTrace:
         return _MappingTrace(paths=states_of_callable(self.origin_fun).paths_by_state())
 
-    def _trace(self, ctx: _MappingTrace, key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs) -> TracedCall:
+    def _trace(
+        self, ctx: _MappingTrace, key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs
+    ) -> TracedCall:
         is_pmap = self.mapping_fn is jax.pmap
         for _ in range(2):
             _PMAP_TRACES.depth += is_pmap
@@ -283,9 +286,7 @@ class StatefulMapping(StatefulFunction):
 
     def _abstract_inputs(self, ctx: _MappingTrace, dyn_args: tuple, dyn_kwargs: dict, leaves: list) -> list:
         n_static = len(self.static_argnums)
-        static_positions = frozenset(
-            (i + len(dyn_args) + n_static) if i < 0 else i for i in self.static_argnums
-        )
+        static_positions = frozenset((i + len(dyn_args) + n_static) if i < 0 else i for i in self.static_argnums)
         all_args = _interleave_statics(dyn_args, static_positions)
         axes, labels, positions = leaf_in_axes(self.in_axes, all_args, dyn_kwargs, static_positions)
         ctx.leaf_positions = positions
@@ -590,5 +591,3 @@ def _interleave_statics(dyn_args: tuple, static_positions: frozenset[int]) -> tu
     total = len(dyn_args) + len(static_positions)
     it = iter(dyn_args)
     return tuple(None if i in static_positions else next(it) for i in range(total))
-
-

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
+
 from state_core import State, StateTraceStack, active_trace_stacks, catch_new_states, collect_states
 from state_core.engine import TracedCall, is_batched, is_eager, private_state_values
 from state_random import is_random_state, is_single_key, split_for_lanes
@@ -50,7 +52,9 @@ def _check_init_target(module: Any, init_kwargs: Any, fn_name: str) -> dict:
     if init_kwargs is None:
         return {}
     if not isinstance(init_kwargs, dict):
-        raise TypeError(f"{fn_name}: init_kwargs must be a dict of keyword arguments, got {type(init_kwargs).__name__}.")
+        raise TypeError(
+            f"{fn_name}: init_kwargs must be a dict of keyword arguments, got {type(init_kwargs).__name__}."
+        )
     return init_kwargs
 
 
@@ -62,7 +66,7 @@ def _map_new_states(
     axis_size: int,
     state_out_axes: Any,
     make_mapping: Callable[..., StatefulMapping],
-) -> Dict[Any, List[State]]:
+) -> dict[Any, list[State]]:
     init_kwargs = _check_init_target(module, init_kwargs, fn_name)
     if not isinstance(axis_size, int) or isinstance(axis_size, bool) or axis_size < 1:
         raise ValueError(f"{fn_name}: axis_size must be a positive int, got {axis_size!r}.")
@@ -83,7 +87,7 @@ def _map_new_states(
 
     mapping = make_mapping(init, lambda: (caught["axes"], caught["states"]))
     values = mapping()
-    groups: Dict[Any, List[State]] = {}
+    groups: dict[Any, list[State]] = {}
     for state, axis, value in zip(caught["states"], caught["axes"], values):
         state.restore_value(value)
         groups.setdefault(axis, []).append(state)
@@ -101,7 +105,7 @@ def _shared_value_error(state: State) -> ValueError:
 
 def _eager_vmap_new_states(
     module: Any, init_kwargs: dict, state_tag: str | None, size: int, axes: dict
-) -> Dict[Any, List[State]]:
+) -> dict[Any, list[State]]:
     """``vmap2_new_states`` without compiling: the init runs once under an eager ``jax.vmap``.
 
     Compiling a program that runs once costs far more than running it, and an eager
@@ -137,8 +141,7 @@ def _eager_vmap_new_states(
                 stack.restore_original_values()
         found["new"], found["written"] = new, written
         found["batched"] = [
-            [any(is_batched(x) for x in jax.tree.leaves(v)) for v in values]
-            for values in (new_values, written_values)
+            [any(is_batched(x) for x in jax.tree.leaves(v)) for v in values] for values in (new_values, written_values)
         ]
         return new_values, written_values
 
@@ -150,7 +153,7 @@ def _eager_vmap_new_states(
     new, written = found["new"], found["written"]
     new_batched, written_batched = found["batched"]
     paths = collect_states(module).paths_by_state()
-    groups: Dict[Any, List[State]] = {}
+    groups: dict[Any, list[State]] = {}
     results = []
     # Every output came back stacked on axis 0 (unbatched ones broadcast): move or
     # unstack them as each state's axis says.
@@ -178,7 +181,7 @@ def vmap2_new_states(
     state_tag: str | None = None,
     axis_size: int | None = None,
     state_out_axes: Any = None,
-) -> Dict[Any, List[State]]:
+) -> dict[Any, list[State]]:
     """Run ``module.init_all_states(**init_kwargs)`` once under ``vmap2`` and batch the new states.
 
     Every state created during initialisation gets a leading axis of ``axis_size``
@@ -217,7 +220,7 @@ def pmap2_new_states(
     axis_size: int | None = None,
     state_out_axes: Any = None,
     devices: Any = None,
-) -> Dict[Any, List[State]]:
+) -> dict[Any, list[State]]:
     """Like ``vmap2_new_states`` but creates one copy per device with ``pmap2``.
 
     ``axis_size`` defaults to the number of local devices (or ``len(devices)``).

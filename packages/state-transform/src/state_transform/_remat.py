@@ -5,9 +5,11 @@ from __future__ import annotations
 import functools
 import types
 import weakref
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import jax
+
 from state_core import unflatten_states
 
 from ._loop_program import LoopProgram, StatePlan, evaluator, run_program

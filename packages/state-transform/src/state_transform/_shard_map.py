@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
 import jax.extend.core as jex_core
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
 from state_core import State, StatefulFunction, active_trace_stacks, states_of_callable
-from state_core.engine import ArrayImpl as _ArrayImpl, TracedCall, merger, unflatten_states
+from state_core.engine import ArrayImpl as _ArrayImpl
+from state_core.engine import TracedCall, merger, unflatten_states
 from state_core.filter import to_predicate
 from state_random import is_random_state, is_single_key
 
@@ -80,7 +83,9 @@ def _normalize_state_specs(specs: Any, what: str) -> list[tuple[PartitionSpec, A
                 raise TypeError(f"{what}: the spec for {key!r} must be a PartitionSpec, got {spec!r}.")
             rules.append((spec, to_predicate(key)))
         return rules
-    raise TypeError(f"{what} must be None, a PartitionSpec, or a dict {{State or filter: PartitionSpec}}; got {specs!r}.")
+    raise TypeError(
+        f"{what} must be None, a PartitionSpec, or a dict {{State or filter: PartitionSpec}}; got {specs!r}."
+    )
 
 
 class ShardMapFunction(StatefulFunction):
@@ -189,7 +194,9 @@ class ShardMapFunction(StatefulFunction):
     def _new_trace_context(self) -> _ShardTrace:
         return _ShardTrace(paths=states_of_callable(self.fun).paths_by_state())
 
-    def _trace(self, ctx: _ShardTrace, key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs) -> TracedCall:
+    def _trace(
+        self, ctx: _ShardTrace, key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs
+    ) -> TracedCall:
         traced: list[TracedCall] = []
         trace = super()._trace
 

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any, Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
+
 from state_core import State, StatefulFunction, TracedCall, canonical_signature, leaf_signature
 
 __all__ = [
@@ -32,7 +34,7 @@ __all__ = [
 _MAX_BODIES = 256
 _MAX_PROGRAMS = 32
 _LOCK = threading.Lock()
-_BODIES: OrderedDict[Any, "TracedBody"] = OrderedDict()
+_BODIES: OrderedDict[Any, TracedBody] = OrderedDict()
 
 
 class TracedBody:
@@ -47,14 +49,14 @@ class TracedBody:
         self._fast: dict[Hashable, tuple[tuple, Any]] = {}
         self._lock = threading.Lock()
 
-    def fast_program(self, key: Hashable, bodies: Sequence["TracedBody"]) -> Any:
+    def fast_program(self, key: Hashable, bodies: Sequence[TracedBody]) -> Any:
         """The program stored for this call signature and these bodies, or None."""
         hit = self._fast.get(key)
         if hit is not None and len(hit[0]) == len(bodies) and all(a is b for a, b in zip(hit[0], bodies)):
             return hit[1]
         return None
 
-    def remember(self, key: Hashable, bodies: Sequence["TracedBody"], program: Any) -> None:
+    def remember(self, key: Hashable, bodies: Sequence[TracedBody], program: Any) -> None:
         """Store ``program`` for a call signature (only programs free of outer tracers)."""
         with self._lock:
             if len(self._fast) >= _MAX_PROGRAMS:

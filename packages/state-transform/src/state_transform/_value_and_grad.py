@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import jax
+
 from state_core import State, unflatten_states
 
 from ._grad import grad
