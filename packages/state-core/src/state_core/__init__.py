@@ -22,6 +22,7 @@ from ._errors import BatchAxisError, StateError, StateLeakError
 from ._introspection import make_jaxpr
 from ._jax_internals import hide_library_frames
 from ._pretty import format_value
+from ._sharding import get_named_sharding, get_partition_spec, shard_states
 from ._state import (
     HiddenState,
     LongTermState,
@@ -79,6 +80,9 @@ __all__ = [
     "StateDict",
     "collect_states",
     "states_of_callable",
+    "get_partition_spec",
+    "get_named_sharding",
+    "shard_states",
 ]
 
 hide_library_frames(__file__)

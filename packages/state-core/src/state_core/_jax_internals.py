@@ -115,12 +115,19 @@ except ImportError:  # pragma: no cover - exercised only on an incompatible JAX
         """Placeholder: nothing is an instance, so the generic (slower) paths are used."""
 
 
+try:  # the mesh set with ``jax.set_mesh``, readable inside a trace (``jax.sharding.get_mesh`` is not)
+    from jax._src.mesh import get_concrete_mesh as _get_concrete_mesh
+except ImportError:  # pragma: no cover - exercised only on an incompatible JAX
+    _get_concrete_mesh = None
+
+
 __all__ = [
     "current_trace",
     "new_trace_input",
     "is_tracer",
     "is_eager",
     "is_batched",
+    "context_mesh",
     "ArrayImpl",
     "hide_library_frames",
     "api_boundary",
@@ -159,6 +166,19 @@ def is_eager() -> bool:
     if _EvalTrace is None:  # pragma: no cover - exercised only on an incompatible JAX
         return False  # cannot tell: never call a live tracer stale
     return isinstance(current_trace(), _EvalTrace)
+
+
+def context_mesh() -> Any:
+    """The concrete mesh set with ``jax.set_mesh``, or ``None`` when none is set.
+
+    Unlike ``jax.sharding.get_mesh`` it also answers while a transformation traces,
+    so an annotated state traced inside ``jax.jit`` gets the same sharding as eagerly.
+    """
+    if _get_concrete_mesh is None:  # pragma: no cover - exercised only on an incompatible JAX
+        mesh = jax.sharding.get_mesh() if is_eager() else None
+    else:
+        mesh = _get_concrete_mesh()
+    return None if mesh is None or mesh.empty else mesh
 
 
 def is_batched(x: Any) -> bool:

@@ -41,6 +41,7 @@ from ._replay import (
     unflatten_states,
     write_state_values,
 )
+from ._sharding import annotated_spec, check_spec_fits, place_value, sharding_annotation, state_sharding
 from ._trace import private_state_values
 
 __all__ = [
@@ -70,4 +71,9 @@ __all__ = [
     "private_state_values",
     "is_eager",
     "is_batched",
+    "sharding_annotation",
+    "annotated_spec",
+    "state_sharding",
+    "check_spec_fits",
+    "place_value",
 ]

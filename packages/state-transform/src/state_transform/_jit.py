@@ -10,8 +10,8 @@ from typing import Any
 
 import jax
 
-from state_core import StatefulFunction
-from state_core.engine import TracedCall, read_state_values
+from state_core import StatefulFunction, active_trace_stacks, states_of_callable
+from state_core.engine import ArrayImpl, TracedCall, place_value, read_state_values, state_sharding
 
 __all__ = ["jit", "JittedFunction"]
 
@@ -100,8 +100,11 @@ class JittedFunction(StatefulFunction):
             leaf += n
         return ranges
 
-    def _program_in_shardings(self, entry: TracedCall) -> tuple:
+    def _user_leaf_shardings(self, entry: TracedCall) -> list:
+        """One sharding (or None) per dynamic argument leaf, from the user's ``in_shardings``."""
         dyn_args, dyn_kwargs = jax.tree.unflatten(entry.dyn_treedef, [0] * entry.dyn_treedef.num_leaves)
+        if self.in_shardings is _UNSET:
+            return [None] * entry.dyn_treedef.num_leaves
         given = self.in_shardings
         if not isinstance(given, (tuple, list)):
             given = (given,) * len(dyn_args)
@@ -119,8 +122,21 @@ class JittedFunction(StatefulFunction):
             else:  # a pytree of shardings matching the argument
                 leaf_shardings.extend(jax.tree.leaves(sharding, is_leaf=lambda x: x is None))
         leaf_shardings.extend([None] * len(jax.tree.leaves(dyn_kwargs)))
-        n_rw, n_ro = len(entry.rw_index), len(entry.ro_index)
-        return ([None] * n_rw, [None] * n_ro, *leaf_shardings)
+        return leaf_shardings
+
+    def _state_shardings(self, entry: TracedCall) -> dict[int, Any]:
+        """``id(state) -> NamedSharding`` for every annotated state the program reads or writes.
+
+        Checked here, before anything runs: a state whose annotation has no mesh or
+        does not fit its value stops the call with the state's name and path.
+        """
+        read = {id(s) for s in entry.in_states}
+        states = list(entry.in_states) + [s for s in entry.out_states if id(s) not in read]
+        annotated = [s for s in states if s.metadata.get("sharding") is not None]
+        if not annotated:
+            return {}
+        paths = states_of_callable(self.fun).paths_by_state()
+        return {id(s): state_sharding(s, path=paths.get(id(s))) for s in annotated}
 
     def _compile(self, entry: TracedCall) -> Callable[..., Any]:
         donate: list[int] = []
@@ -132,14 +148,24 @@ class JittedFunction(StatefulFunction):
                 if position in wanted:
                     donate.extend(range(2 + start, 2 + end))
         kwargs = dict(self.jit_kwargs)
-        if self.in_shardings is not _UNSET:
-            kwargs["in_shardings"] = self._program_in_shardings(entry)
-        if self.out_shardings is not _UNSET:
-            kwargs["out_shardings"] = (self.out_shardings, None)
+        shardings = self._state_shardings(entry)
+        entry.plan = shardings or None
+        if shardings or self.in_shardings is not _UNSET:
+            in_shardings = [shardings.get(id(s)) for s in entry.in_states]
+            rw = [in_shardings[k] for k in entry.rw_index]
+            ro = [in_shardings[k] for k in entry.ro_index]
+            kwargs["in_shardings"] = (rw, ro, *self._user_leaf_shardings(entry))
+        if shardings or self.out_shardings is not _UNSET:
+            user_out = None if self.out_shardings is _UNSET else self.out_shardings
+            kwargs["out_shardings"] = (user_out, [shardings.get(id(s)) for s in entry.out_states])
+        if shardings:
+            entry.prepare = _placer(entry.in_states, [shardings.get(id(s)) for s in entry.in_states])
         return jax.jit(self._pure_function(entry), donate_argnums=tuple(donate), **kwargs)
 
     def _runs_on_several_devices(self, entry: TracedCall) -> bool:
-        # A state that lives on a mesh makes the program span its devices.
+        # A state that lives on a mesh, or is annotated with one, makes the program span its devices.
+        if entry.plan and any(len(s.device_set) > 1 for s in entry.plan.values()):
+            return True
         for state in entry.in_states:
             for leaf in jax.tree.leaves(state._value):
                 sharding = getattr(leaf, "sharding", None)
@@ -201,6 +227,30 @@ class JittedFunction(StatefulFunction):
         bound_cache = self._bound
         self._bound[key] = (weakref.ref(obj, lambda _ref: bound_cache.pop(key, None)), bound)
         return bound
+
+
+def _placer(in_states: list, shardings: list) -> Callable[[list, list], tuple[list, list]]:
+    """``entry.prepare`` for annotated states: move their values to the annotated sharding.
+
+    A value moved eagerly is stored back in its state, so the next call finds it in
+    place (no copy) and the compiled program always gets the layout it expects.
+    """
+    positions = [(k, sharding) for k, sharding in enumerate(shardings) if sharding is not None]
+
+    def place(values: list, leaves: list) -> tuple[list, list]:
+        eager = not active_trace_stacks()
+        for k, sharding in positions:
+            value = values[k]
+            if type(value) is ArrayImpl and value.sharding == sharding:
+                continue  # already placed: the common case
+            placed = place_value(value, sharding)
+            if placed is not value:
+                values[k] = placed
+                if eager:
+                    in_states[k].restore_value(placed)
+        return values, leaves
+
+    return place
 
 
 def jit(

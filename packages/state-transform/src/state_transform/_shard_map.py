@@ -13,7 +13,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from state_core import State, StatefulFunction, active_trace_stacks, states_of_callable
 from state_core.engine import ArrayImpl as _ArrayImpl
-from state_core.engine import TracedCall, merger, unflatten_states
+from state_core.engine import TracedCall, annotated_spec, merger, unflatten_states
 from state_core.filter import to_predicate
 from state_random import is_random_state, is_single_key
 
@@ -188,7 +188,9 @@ class ShardMapFunction(StatefulFunction):
         return specs
 
     def _state_spec(self, state: State, rules: list, paths: dict) -> PartitionSpec | None:
-        return first_match(rules, paths.get(id(state), ()), state)
+        spec = first_match(rules, paths.get(id(state), ()), state)
+        # A state no rule names is laid out as its ``sharding`` annotation says.
+        return annotated_spec(state) if spec is None else spec
 
     # ------------------------------------------------------------------ tracing hooks
     def _new_trace_context(self) -> _ShardTrace:
@@ -448,8 +450,8 @@ def shard_map(
             be the same on every shard (for example after ``jax.lax.psum``).
         state_in_specs: How states are laid out on the mesh: ``None``
             (default, all replicated), one ``PartitionSpec`` for every state, or
-            ``{State or filter: spec}`` (first match wins; unmatched states are
-            replicated). A state of value ``f32[16]`` with ``P('x')`` is
+            ``{State or filter: spec}`` (first match wins; unmatched states use
+            their ``sharding`` annotation's PartitionSpec, or are replicated). A state of value ``f32[16]`` with ``P('x')`` is
             ``f32[2]`` per shard on 8 devices.
         state_out_specs: The same, for the new values of written states;
             a written state not covered keeps the spec it came in with.
