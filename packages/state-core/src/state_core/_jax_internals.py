@@ -175,9 +175,8 @@ def context_mesh() -> Any:
     so an annotated state traced inside ``jax.jit`` gets the same sharding as eagerly.
     """
     if _get_concrete_mesh is None:  # pragma: no cover - exercised only on an incompatible JAX
-        mesh = jax.sharding.get_mesh() if is_eager() else None
-    else:
-        mesh = _get_concrete_mesh()
+        return jax.sharding.get_mesh() if is_eager() and not jax.sharding.get_mesh().empty else None
+    mesh = _get_concrete_mesh()
     return None if mesh is None or mesh.empty else mesh
 
 

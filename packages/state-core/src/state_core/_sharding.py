@@ -169,7 +169,7 @@ def get_partition_spec(states: Any) -> Any:
         >>> from state_core import ParamState, State, collect_states, get_partition_spec
         >>> net = {'w': ParamState(jnp.ones((4, 8)), sharding=P(None, 'model')), 'h': State(jnp.zeros(8))}
         >>> get_partition_spec(collect_states(net))
-        {('w',): PartitionSpec(None, 'model'), ('h',): PartitionSpec()}
+        {('w',): P(None, 'model'), ('h',): P()}
     """
     _check_states(states, "get_partition_spec")
     return _map_states(lambda s, _p: annotated_spec(s) or _REPLICATED, states, "get_partition_spec")
@@ -190,7 +190,7 @@ def get_named_sharding(states: Any, mesh: Mesh) -> Any:
         >>> mesh = jax.make_mesh((2, 4), ('data', 'model'))
         >>> w = ParamState(jnp.ones((4, 8)), sharding=P(None, 'model'))
         >>> get_named_sharding(w, mesh).spec
-        PartitionSpec(None, 'model')
+        P(None, 'model')
     """
     if not isinstance(mesh, Mesh):
         raise TypeError(f"get_named_sharding: mesh must be a jax.sharding.Mesh, got {type(mesh).__name__}.")
@@ -236,7 +236,7 @@ def shard_states(states: Any, mesh: Mesh | None = None) -> None:
         >>> w = ParamState(jnp.ones((4, 8)), sharding=P(None, 'model'))
         >>> shard_states([w], mesh)
         >>> w.value.sharding.spec, w.value.addressable_shards[0].data.shape
-        (PartitionSpec(None, 'model'), (4, 2))
+        (P(None, 'model'), (4, 2))
     """
     if mesh is not None and not isinstance(mesh, Mesh):
         raise TypeError(f"shard_states: mesh must be a jax.sharding.Mesh or None, got {type(mesh).__name__}.")
