@@ -189,8 +189,11 @@ class ShardMapFunction(StatefulFunction):
 
     def _state_spec(self, state: State, rules: list, paths: dict) -> PartitionSpec | None:
         spec = first_match(rules, paths.get(id(state), ()), state)
-        # A state no rule names is laid out as its ``sharding`` annotation says.
-        return annotated_spec(state) if spec is None else spec
+        if spec is None and rules is self._in_rules:
+            # A state no input rule names is laid out as its ``sharding`` annotation says
+            # (and, when written, keeps that spec like any spec it came in with).
+            return annotated_spec(state)
+        return spec
 
     # ------------------------------------------------------------------ tracing hooks
     def _new_trace_context(self) -> _ShardTrace:
