@@ -147,14 +147,14 @@ def main() -> None:
     pure, pure_params = train_pure(mesh, params, x, y)
     print(f"mesh: {dict(mesh.shape)}; batch {x.shape} sharded {x.sharding.spec}")
     print("step   ours        pure JAX")
-    for i, (a, b) in enumerate(zip(ours, pure)):
+    for i, (a, b) in enumerate(zip(ours, pure, strict=True)):
         print(f"{i:4d}   {a:.6f}    {b:.6f}")
     print("weight shardings after training:")
     for name in SPECS:
         value = getattr(model, name).value
         shard_shape = value.addressable_shards[0].data.shape
         print(f"  {name}: shape {value.shape}, spec {value.sharding.spec}, per-device shard {shard_shape}")
-    loss_gap = max(abs(a - b) for a, b in zip(ours, pure))
+    loss_gap = max(abs(a - b) for a, b in zip(ours, pure, strict=True))
     weight_gap = max(float(jnp.max(jnp.abs(ours_params[k] - pure_params[k]))) for k in SPECS)
     agree = np.allclose(ours, pure, rtol=1e-6, atol=1e-7) and weight_gap <= 1e-6
     print(f"largest loss difference {loss_gap:.2e}, largest weight difference {weight_gap:.2e}: ", end="")

@@ -24,10 +24,10 @@ from ._state import State
 
 __all__ = ["get_partition_spec", "get_named_sharding", "shard_states"]
 
-_REPLICATED = PartitionSpec()
+_REPLICATED = PartitionSpec()  # type: ignore[no-untyped-call]
 
 
-def sharding_annotation(state: State) -> PartitionSpec | NamedSharding | None:
+def sharding_annotation(state: State[Any]) -> PartitionSpec | NamedSharding | None:
     """The ``sharding`` metadata of ``state`` (``None`` when it has none); rejects other types."""
     annotation = state.metadata.get("sharding")
     if annotation is None or isinstance(annotation, (PartitionSpec, NamedSharding)):
@@ -38,7 +38,7 @@ def sharding_annotation(state: State) -> PartitionSpec | NamedSharding | None:
     )
 
 
-def annotated_spec(state: State) -> PartitionSpec | None:
+def annotated_spec(state: State[Any]) -> PartitionSpec | None:
     """The PartitionSpec of ``state``'s annotation (``None`` when it has none)."""
     annotation = sharding_annotation(state)
     if isinstance(annotation, NamedSharding):
@@ -46,7 +46,7 @@ def annotated_spec(state: State) -> PartitionSpec | None:
     return annotation
 
 
-def _label(state: State, path: Any) -> str:
+def _label(state: State[Any], path: Any) -> str:
     if path:
         return f"{state.describe()} at path {'.'.join(map(str, path))!r}"
     return state.describe()
@@ -78,7 +78,7 @@ def check_spec_fits(spec: PartitionSpec, mesh: Any, value: Any, where: str) -> N
                 )
 
 
-def state_sharding(state: State, mesh: Any = None, path: Any = None) -> NamedSharding | None:
+def state_sharding(state: State[Any], mesh: Any = None, path: Any = None) -> NamedSharding | None:
     """The checked ``NamedSharding`` ``state``'s annotation asks for, or ``None`` without one.
 
     A ``NamedSharding`` annotation keeps its own mesh unless ``mesh`` is given; a
@@ -116,13 +116,16 @@ def place_value(value: Any, sharding: NamedSharding) -> Any:
     if jax.process_count() == 1:
         moved = [x if is_tracer(x) else jax.device_put(x, sharding) for x in leaves]
     else:
-        moved = [
-            x
-            if is_tracer(x)
-            else jax.make_array_from_callback(np.shape(x), sharding, lambda index, x=x: np.asarray(x)[index])
-            for x in leaves
-        ]
+        moved = [x if is_tracer(x) else _global_array(x, sharding) for x in leaves]
     return jax.tree.unflatten(treedef, moved)
+
+
+def _global_array(x: Any, sharding: NamedSharding) -> jax.Array:
+    """A global array on ``sharding`` built from the whole value every process holds."""
+    if isinstance(x, jax.Array) and not x.is_fully_addressable:
+        return jax.device_put(x, sharding)  # already global: JAX moves the shards between processes
+    host = np.asarray(x)
+    return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
 
 
 # ---------------------------------------------------------------------- user-facing helpers
@@ -196,14 +199,14 @@ def get_named_sharding(states: Any, mesh: Mesh) -> Any:
         raise TypeError(f"get_named_sharding: mesh must be a jax.sharding.Mesh, got {type(mesh).__name__}.")
     _check_states(states, "get_named_sharding")
 
-    def named(state: State, path: Any) -> NamedSharding:
+    def named(state: State[Any], path: Any) -> NamedSharding:
         found = state_sharding(state, mesh, path)
         return found if found is not None else NamedSharding(mesh, _REPLICATED)
 
     return _map_states(named, states, "get_named_sharding")
 
 
-def _flatten_states(states: Any) -> Iterable[tuple[Any, State]]:
+def _flatten_states(states: Any) -> Iterable[tuple[Any, State[Any]]]:
     if isinstance(states, State):
         return [(None, states)]
     if isinstance(states, StateDict):

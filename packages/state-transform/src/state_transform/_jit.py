@@ -100,7 +100,7 @@ class JittedFunction(StatefulFunction):
             leaf += n
         return ranges
 
-    def _user_leaf_shardings(self, entry: TracedCall) -> list:
+    def _user_leaf_shardings(self, entry: TracedCall) -> list[Any]:
         """One sharding (or None) per dynamic argument leaf, from the user's ``in_shardings``."""
         dyn_args, dyn_kwargs = jax.tree.unflatten(entry.dyn_treedef, [0] * entry.dyn_treedef.num_leaves)
         if self.in_shardings is _UNSET:
@@ -229,7 +229,9 @@ class JittedFunction(StatefulFunction):
         return bound
 
 
-def _placer(in_states: list, shardings: list) -> Callable[[list, list], tuple[list, list]]:
+def _placer(
+    in_states: list[Any], shardings: list[Any]
+) -> Callable[[list[Any], list[Any]], tuple[list[Any], list[Any]]]:
     """``entry.prepare`` for annotated states: move their values to the annotated sharding.
 
     A value moved eagerly is stored back in its state, so the next call finds it in
@@ -237,7 +239,7 @@ def _placer(in_states: list, shardings: list) -> Callable[[list, list], tuple[li
     """
     positions = [(k, sharding) for k, sharding in enumerate(shardings) if sharding is not None]
 
-    def place(values: list, leaves: list) -> tuple[list, list]:
+    def place(values: list[Any], leaves: list[Any]) -> tuple[list[Any], list[Any]]:
         eager = not active_trace_stacks()
         for k, sharding in positions:
             value = values[k]
