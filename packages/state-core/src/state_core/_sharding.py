@@ -123,7 +123,8 @@ def place_value(value: Any, sharding: NamedSharding) -> Any:
 def _global_array(x: Any, sharding: NamedSharding) -> jax.Array:
     """A global array on ``sharding`` built from the whole value every process holds."""
     if isinstance(x, jax.Array) and not x.is_fully_addressable:
-        return jax.device_put(x, sharding)  # already global: JAX moves the shards between processes
+        moved: jax.Array = jax.device_put(x, sharding)  # already global: JAX moves shards between processes
+        return moved
     host = np.asarray(x)
     return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
 
