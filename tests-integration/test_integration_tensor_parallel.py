@@ -61,3 +61,21 @@ def test_main_prints_losses_shardings_and_agreement(tp, capsys):
     assert "ours and pure JAX agree" in out
     assert "w1: shape (8, 32), spec P(None, 'model'), per-device shard (8, 8)" in out
     assert out.count("\n   ") >= tp.STEPS
+
+
+def test_checkpoint_restore_onto_annotated_weights_keeps_their_shards(tp, runs, tmp_path):
+    import jax
+
+    from state_core import ParamState, shard_states
+    from state_nn import checkpoint
+
+    mesh, (_, trained, model), _ = runs
+    checkpoint.save(tmp_path / "ckpt", model)
+    fresh = tp.TensorParallelMLP(tp.init_params(seed=5))
+    with jax.set_mesh(mesh):
+        shard_states(fresh.states(ParamState))  # place first: restore keeps each target's sharding
+    checkpoint.restore(tmp_path / "ckpt", fresh)
+    for name, spec in tp.SPECS.items():
+        value = getattr(fresh, name).value
+        assert value.sharding.spec == spec
+        assert_allclose(np.asarray(value), np.asarray(trained[name]), rtol=0, atol=0)

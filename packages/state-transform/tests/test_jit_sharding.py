@@ -193,3 +193,32 @@ def test_runtime_failure_keeps_annotated_values(on_mesh):
     with pytest.raises(TypeError):
         f(jnp.ones((3, 5)))
     assert_allclose(np.asarray(w.value), before)
+
+
+def test_explicit_axes_mesh_elementwise(mesh):
+    explicit = jax.make_mesh((2, 4), ("data", "model"), axis_types=(AxisType.Explicit,) * 2)
+    with jax.set_mesh(explicit):
+        w = ParamState(jnp.ones((8, 4)), sharding=P("data", "model"))
+        h = State(jnp.zeros((8, 4)), sharding=P("data"))
+
+        @jit
+        def update(x):
+            h.value = h.value + x * w.value
+            return h.value.sum()
+
+        assert float(update(jnp.ones((8, 4)))) == 32.0
+        assert float(update(jnp.ones((8, 4)))) == 64.0
+    assert w.value.sharding == NamedSharding(explicit, P("data", "model"))
+    assert h.value.sharding == NamedSharding(explicit, P("data"))
+
+
+def test_composes_with_vmap2_grad_and_an_outer_jit(on_mesh):
+    from state_transform import vmap2
+
+    w = ParamState(jnp.arange(32.0).reshape(8, 4), sharding=P("data", "model"))
+    f = jit(lambda x: (w.value * x).sum())
+    assert_allclose(np.asarray(vmap2(f)(jnp.stack([jnp.ones((8, 4)), 2 * jnp.ones((8, 4))]))), [496.0, 992.0])
+    (g,) = grad(lambda x: f(x), grad_states=[w])(jnp.full((8, 4), 3.0))
+    assert_allclose(np.asarray(g), np.full((8, 4), 3.0))
+    assert float(jit(lambda x: f(x) * 2.0)(jnp.ones((8, 4)))) == 992.0
+    assert w.value.sharding.spec == P("data", "model")
