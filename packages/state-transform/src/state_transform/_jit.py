@@ -274,6 +274,11 @@ def jit(
     user's arguments and return value. ``.lower(...)`` and ``.eval_shape(...)``
     work as on a ``jax.jit`` function.
 
+    A State created with ``sharding=`` (a ``PartitionSpec`` on the mesh set with
+    ``jax.set_mesh``, or a ``NamedSharding``) is laid out that way: the program
+    takes and returns its value with that sharding, so it stays split across
+    the devices from call to call. Unannotated states get no constraint.
+
     Example:
         >>> import jax.numpy as jnp
         >>> from state_core import State
@@ -285,6 +290,19 @@ def jit(
         ...     return total.value
         >>> add(2.0), add(3.0)
         (Array(2., dtype=float32), Array(5., dtype=float32))
+
+        A state annotated with a sharding keeps it:
+
+        >>> import jax
+        >>> from jax.sharding import NamedSharding, PartitionSpec as P
+        >>> mesh = jax.make_mesh((jax.device_count(),), ('x',))
+        >>> buf = State(jnp.zeros(jax.device_count()), sharding=NamedSharding(mesh, P('x')))
+        >>> @jit
+        ... def bump():
+        ...     buf.value = buf.value + 1.0
+        >>> bump()
+        >>> buf.value.sharding.spec, len(buf.value.addressable_shards)
+        (P('x',), 8)
     """
     if fun is None:
         return functools.partial(
