@@ -82,7 +82,7 @@ def _typed_signature(x: Any) -> tuple:
     """
     aval = jax.typeof(x)
     sig = (aval.shape, aval.dtype, aval.weak_type)
-    if is_tracer(x):
+    if is_tracer(x) or type(x) is jax.ShapeDtypeStruct:
         context = mesh_type(aval)
         if context is not None:
             return (*sig, context)

@@ -39,8 +39,8 @@ _ArrayImpl = ArrayImpl
 
 def _aval_of(x: Any) -> Any:
     aval = jax.typeof(x)
-    if is_tracer(x):
-        # A value of an enclosing trace keeps its whole type: inside shard_map that
+    if is_tracer(x) or type(x) is jax.ShapeDtypeStruct:
+        # A value of an enclosing trace (or its abstract stand-in) keeps its whole type: inside shard_map that
         # records the mesh axes it varies over, and a program traced without them
         # lacks the pvary (whose transpose is the psum of gradients) JAX inserts
         # where varying and replicated values meet.
