@@ -390,10 +390,18 @@ def _replicated_state_hint(err: BaseException, undeclared: Any) -> str | None:
     return None
 
 
+def _placed(x: Any, sharding: NamedSharding) -> bool:
+    """True if ``x`` already lies on ``sharding`` (``P()`` and ``P(None, None)`` are the same layout)."""
+    current = getattr(x, "sharding", None)
+    if current is None:
+        return False
+    return current == sharding or current.is_equivalent_to(sharding, jax.numpy.ndim(x))
+
+
 def _put(value: Any, sharding: NamedSharding) -> Any:
     """``value`` with every leaf on ``sharding``; ``value`` itself when nothing moved."""
     leaves, treedef = jax.tree.flatten(value)
-    if all(getattr(x, "sharding", None) == sharding or isinstance(x, jax.core.Tracer) for x in leaves):
+    if all(isinstance(x, jax.core.Tracer) or _placed(x, sharding) for x in leaves):
         return value
     with jax.ensure_compile_time_eval():  # concrete even under a plain jax.jit
         if jax.process_count() == 1:
@@ -401,7 +409,11 @@ def _put(value: Any, sharding: NamedSharding) -> Any:
         else:
             moved = [
                 x
-                if isinstance(x, jax.core.Tracer)
+                if isinstance(x, jax.core.Tracer) or _placed(x, sharding)
+                # A global array (say, a program's output) is resharded; a local value is
+                # cut into this process's shards.
+                else jax.device_put(x, sharding)
+                if isinstance(x, jax.Array) and not x.is_fully_addressable
                 else jax.make_array_from_callback(
                     jax.numpy.shape(x), sharding, lambda idx, x=x: jax.numpy.asarray(x)[idx]
                 )
