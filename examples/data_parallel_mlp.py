@@ -27,20 +27,22 @@ steps and checks that losses and parameters agree:
 
 from __future__ import annotations
 
+import itertools
 import sys
 
 import jax
 
-jax.config.update("jax_num_cpu_devices", 8)
+if jax.config.jax_num_cpu_devices != 8:  # a test or benchmark importing this file may have set it
+    jax.config.update("jax_num_cpu_devices", 8)
 
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-from jax.sharding import NamedSharding  # noqa: E402
-from jax.sharding import PartitionSpec as P  # noqa: E402
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
-import state_transform as st  # noqa: E402
-from state_core import ParamState  # noqa: E402
-from state_nn import Linear, Module  # noqa: E402
+import state_transform as st
+from state_core import ParamState
+from state_nn import Linear, Module
 
 SIZES = (4, 32, 32, 1)
 BATCH = 64  # 8 examples per device
@@ -66,7 +68,7 @@ def initial_weights(seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
     rng = np.random.default_rng(seed)
     return [
         (rng.normal(size=(n, m)).astype(np.float32) / np.sqrt(n), np.zeros(m, np.float32))
-        for n, m in zip(SIZES[:-1], SIZES[1:])
+        for n, m in itertools.pairwise(SIZES)
     ]
 
 
@@ -189,7 +191,7 @@ def check(results: dict, rtol: float = 1e-5, atol: float = 1e-6) -> None:
     """Raise if a variant's losses or final weights differ from its pure-JAX reference."""
     for ours, reference in (("shard_map", "pure shard_map"), ("jit", "pure jit"), ("shard_map", "jit")):
         np.testing.assert_allclose(results[ours][0], results[reference][0], rtol=rtol, atol=atol)
-        for got, want in zip(jax.tree.leaves(results[ours][1]), jax.tree.leaves(results[reference][1])):
+        for got, want in zip(jax.tree.leaves(results[ours][1]), jax.tree.leaves(results[reference][1]), strict=True):
             np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
 
 

@@ -13,6 +13,7 @@ and final parameters this process sees.
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 
@@ -58,7 +59,7 @@ def main() -> None:
     rng = np.random.default_rng(0)
     start = [
         (rng.normal(size=(n, m)).astype(np.float32) / np.sqrt(n), np.zeros(m, np.float32))
-        for n, m in zip(SIZES[:-1], SIZES[1:])
+        for n, m in itertools.pairwise(SIZES)
     ]
     rng = np.random.default_rng(1)
     x_np = rng.normal(size=(BATCH, SIZES[0])).astype(np.float32)

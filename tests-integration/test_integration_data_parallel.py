@@ -30,7 +30,7 @@ def test_losses_and_parameters_equal_pure_jax(results, ours, reference):
     assert len(losses) == 6
     assert_allclose(losses, ref_losses, rtol=1e-6, atol=1e-7)
     assert losses[-1] < 0.8 * losses[0]  # it trains
-    for got, want in zip(jax.tree.leaves(weights), jax.tree.leaves(ref_weights)):
+    for got, want in zip(jax.tree.leaves(weights), jax.tree.leaves(ref_weights), strict=True):
         assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
