@@ -241,3 +241,43 @@ def test_state_aware_jit_inside_plain_jax_shard_map(mesh):
     g = st.grad(lambda x, y: _loss(w.value, x, y), grad_states=w)
     f = jax.jit(jax.shard_map(lambda x, y: g(x, y), mesh=mesh, in_specs=(P("x"), P("x")), out_specs=P()))
     assert_allclose(np.asarray(f(x, y)), g_pure, rtol=1e-5)
+
+
+def test_check_vma_false_matches_jax_without_vma(mesh):
+    # Without varying-axes types JAX inserts no pvary: each device keeps its own gradient.
+    x, y = _data(mesh)
+    w = ParamState(jnp.asarray(W0))
+    g = st.grad(lambda x, y: _loss(w.value, x, y), grad_states=w)
+    ours = st.shard_map(lambda x, y: g(x, y)[None], mesh, in_specs=(P("x"), P("x")), out_specs=P("x"), check_vma=False)
+    pure = jax.jit(
+        jax.shard_map(
+            lambda w, x, y: jax.grad(_loss)(w, x, y)[None],
+            mesh=mesh,
+            in_specs=(P(), P("x"), P("x")),
+            out_specs=P("x"),
+            check_vma=False,
+        )
+    )
+    expected = pure(jax.device_put(jnp.asarray(W0), NamedSharding(mesh, P())), x, y)
+    xs, ys = np.asarray(x), np.asarray(y)
+    per_shard = [jax.grad(_loss)(W0, xs[2 * i : 2 * i + 2], ys[2 * i : 2 * i + 2]) for i in range(N)]
+    assert_allclose(np.asarray(expected), np.stack(per_shard), rtol=1e-5)
+    assert_allclose(np.asarray(ours(x, y)), np.asarray(expected), rtol=1e-5)
+
+
+def test_mesh_type_records_varying_axes(mesh):
+    from state_core.engine import mesh_type
+
+    seen = {}
+
+    def body(x, w):
+        seen["x"], seen["w"] = mesh_type(jax.typeof(x)), mesh_type(jax.typeof(w))
+        return x
+
+    jax.jit(jax.shard_map(body, mesh=mesh, in_specs=(P("x"), P()), out_specs=P("x")))(
+        _data(mesh)[1], jax.device_put(jnp.ones(2), NamedSharding(mesh, P()))
+    )
+    assert seen["x"][1] == frozenset({"x"})
+    assert seen["w"][1] == frozenset()
+    assert seen["x"] != seen["w"]
+    assert mesh_type(jax.typeof(jnp.ones(2))) is None
