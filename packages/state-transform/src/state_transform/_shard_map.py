@@ -214,7 +214,7 @@ class ShardMapFunction(StatefulFunction):
         except TypeError as err:
             # JAX's broadcasting error does not say that an undeclared state is
             # replicated whole on every shard; name the state and the fix instead.
-            hint = _replicated_state_hint(err, ctx.undeclared)
+            hint = _replicated_state_hint(err, ctx.undeclared, tuple(self.mesh.shape.values()))
             if hint is not None:
                 raise ValueError(f"{self.name}: {hint}") from err
             raise
@@ -373,13 +373,20 @@ class ShardMapFunction(StatefulFunction):
         return place
 
 
-def _replicated_state_hint(err: BaseException, undeclared: Any) -> str | None:
-    """Explain a shape clash caused by a state that is replicated because no spec names it."""
+def _replicated_state_hint(err: BaseException, undeclared: Any, axis_sizes: tuple) -> str | None:
+    """Explain a shape clash caused by a state that is replicated because no spec names it.
+
+    Only a state that could be split over a mesh axis (a dimension divisible by
+    the axis size) is named: a small replicated parameter is rarely the culprit.
+    """
     message = str(err)
     if not isinstance(err, TypeError) or "incompatible shapes" not in message:
         return None
     for state in undeclared:
-        shapes = {str(tuple(getattr(x, "shape", ()))) for x in jax.tree.leaves(state._value)}
+        leaf_shapes = [tuple(getattr(x, "shape", ())) for x in jax.tree.leaves(state._value)]
+        if not any(d % n == 0 for shape in leaf_shapes for d in shape for n in axis_sizes if n > 1):
+            continue
+        shapes = {str(shape) for shape in leaf_shapes}
         if any(shape in message for shape in shapes if shape != "()"):
             return (
                 f"{state.describe()} is not named in state_in_specs, so every shard sees its "
