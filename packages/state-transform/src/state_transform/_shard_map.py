@@ -472,8 +472,13 @@ def shard_map(
             ``f32[2]`` per shard on 8 devices.
         state_out_specs: The same, for the new values of written states;
             a written state not covered keeps the spec it came in with.
-        check_vma: Passed to ``jax.shard_map``: check that values declared
-            replicated (``P()`` outputs) really are the same on every device.
+        check_vma: Passed to ``jax.shard_map``: values are typed by the mesh
+            axes they vary over, and values declared replicated (``P()``
+            outputs) are checked to be the same on every device. State-aware
+            transforms nested in ``fun`` (``jit``, ``grad``, ``vmap2``, loops,
+            ...) are traced with these types, so, as in JAX, the gradient of a
+            replicated state with respect to a loss on sharded data is summed
+            over the shards. ``False`` drops the types (and that sum).
 
     Returns:
         A ``ShardMapFunction``, callable with ``fun``'s positional arguments.
