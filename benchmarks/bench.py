@@ -39,6 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_init  # noqa: E402
 import bench_loops  # noqa: E402
 import bench_sharding  # noqa: E402
+import bench_scale  # noqa: E402
 
 BATCH = 16
 
@@ -339,6 +340,8 @@ def main(argv: list[str] | None = None) -> int:
         print("(progress-bar row: the reference is the same loop without a bar)")
     print("\nData-parallel training step with sharding-annotated states (jit) against jax.jit:\n")
     print(bench_sharding.format_rows(bench_sharding.run(args.quick)))
+    print("\nData-parallel training step (batch sharded, parameters replicated) against pure JAX:\n")
+    print(bench_scale.run(args.quick))
     if args.compare:
         _compare_others(calls, repeats)
     return 0

@@ -125,6 +125,7 @@ __all__ = [
     "current_trace",
     "new_trace_input",
     "is_tracer",
+    "mesh_type",
     "is_eager",
     "is_batched",
     "context_mesh",
@@ -156,6 +157,33 @@ def new_trace_input(trace: Any, aval: Any) -> Any:
 def is_tracer(x: Any) -> bool:
     """True when ``x`` is a JAX tracer (a value that only exists inside a transformation)."""
     return isinstance(x, _Tracer)
+
+
+def mesh_type(aval: Any) -> Any:
+    """The mesh part of a traced value's type, or None when it has none.
+
+    Inside ``shard_map`` (and under explicit sharding) a value's type records its
+    sharding over the current abstract mesh and the manual mesh axes it varies
+    over (what ``check_vma`` checks). A program traced for one such type is only
+    valid for values of that type, so the engine keys its caches by it. The
+    varying-axes record is ``manual_axis_type`` on JAX 0.10 (``vma`` before).
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from state_core._jax_internals import mesh_type
+        >>> mesh_type(jax.typeof(jnp.zeros(2))) is None
+        True
+    """
+    sharding = getattr(aval, "sharding", None)
+    mesh = getattr(sharding, "mesh", None)
+    mat = getattr(aval, "manual_axis_type", None)
+    if mat is not None:
+        varying = (mat.varying, mat.unreduced, mat.reduced)
+    else:  # older JAX: a frozenset of varying axes
+        varying = (getattr(aval, "vma", frozenset()), frozenset(), frozenset())
+    if (mesh is None or mesh.empty) and not any(varying):
+        return None
+    return (sharding, *varying)
 
 
 def is_eager() -> bool:

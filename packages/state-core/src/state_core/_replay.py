@@ -20,7 +20,7 @@ import jax
 import numpy as np
 
 from ._context import CTX
-from ._jax_internals import ArrayImpl, is_tracer
+from ._jax_internals import ArrayImpl, is_tracer, mesh_type
 from ._state import State, StateLeakError
 
 __all__ = [
@@ -70,8 +70,23 @@ def leaf_signature(x: Any) -> Hashable:
         return t
     if isinstance(x, (np.ndarray, np.generic)):
         return (x.shape, x.dtype, False)
-    aval = jax.typeof(x)  # tracers and other jax values; raises TypeError for the rest
-    return (aval.shape, aval.dtype, aval.weak_type)
+    return _typed_signature(x)  # tracers and other jax values; raises TypeError for the rest
+
+
+def _typed_signature(x: Any) -> tuple:
+    """``(shape, dtype, weak_type)`` of a JAX value, plus its mesh type when it is traced.
+
+    A traced value inside ``shard_map`` has a type that records the mesh axes it
+    varies over; a program traced for one such type must not be reused for
+    another, so that part of the type belongs in the signature.
+    """
+    aval = jax.typeof(x)
+    sig = (aval.shape, aval.dtype, aval.weak_type)
+    if is_tracer(x) or type(x) is jax.ShapeDtypeStruct:
+        context = mesh_type(aval)
+        if context is not None:
+            return (*sig, context)
+    return sig
 
 
 def canonical_signature(x: Any) -> tuple:
@@ -99,8 +114,8 @@ def state_signature(value: Any) -> Any:
         return (value.shape, value.dtype, value.weak_type)
     leaves, treedef = jax.tree.flatten(value)
     if treedef.num_nodes == 1 and len(leaves) == 1:
-        return canonical_signature(leaves[0])
-    return tuple(map(canonical_signature, leaves))
+        return _typed_signature(leaves[0])
+    return tuple(map(_typed_signature, leaves))
 
 
 def states_match(values: Sequence[Any], signatures: Sequence[Any]) -> bool:
@@ -110,7 +125,7 @@ def states_match(values: Sequence[Any], signatures: Sequence[Any]) -> bool:
             if (value.shape, value.dtype, value.weak_type) != sig:
                 return False
         elif isinstance(value, jax.Array):  # typed random keys, tracers: one leaf, no flattening
-            if canonical_signature(value) != sig:
+            if _typed_signature(value) != sig:
                 return False
         elif state_signature(value) != sig:
             return False

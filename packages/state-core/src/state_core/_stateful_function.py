@@ -39,6 +39,12 @@ _ArrayImpl = ArrayImpl
 
 def _aval_of(x: Any) -> Any:
     aval = jax.typeof(x)
+    if is_tracer(x) or type(x) is jax.ShapeDtypeStruct:
+        # A value of an enclosing trace (or its abstract stand-in) keeps its whole type: inside shard_map that
+        # records the mesh axes it varies over, and a program traced without them
+        # lacks the pvary (whose transpose is the psum of gradients) JAX inserts
+        # where varying and replicated values meet.
+        return aval
     return jax.core.ShapedArray(aval.shape, aval.dtype, weak_type=aval.weak_type)
 
 
@@ -198,6 +204,21 @@ class StatefulFunction(StatefulFunctionIntrospection):
         return self._call_key(args, kwargs)[0]
 
     def _call_key(self, args: tuple, kwargs: dict) -> tuple[Hashable, Sequence[Any]]:
+        """The cache key and dynamic leaves of a call (see ``_argument_key``).
+
+        Under a state-aware trace inside ``shard_map`` the key also names the mesh
+        whose axes are manual there: a program traced in that context (say, with a
+        ``psum``) is not reused outside it, nor the other way round. Traced
+        arguments carry their mesh type in their own signatures.
+        """
+        key, leaves = self._argument_key(args, kwargs)
+        if CTX.stacks:
+            mesh = jax.sharding.get_abstract_mesh()
+            if mesh.manual_axes:
+                key = (key, mesh)
+        return key, leaves
+
+    def _argument_key(self, args: tuple, kwargs: dict) -> tuple[Hashable, Sequence[Any]]:
         """The cache key and dynamic leaves of a call: the hot-path subset of ``_signature``.
 
         Positional arrays alone (the common case) are keyed by their avals without

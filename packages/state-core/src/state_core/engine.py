@@ -23,7 +23,7 @@ Example:
 
 from ._cache import DEFAULT_CACHE_SIZE, TraceCache, clear_caches, register_cache_owner
 from ._context import GENERATION
-from ._jax_internals import ArrayImpl, api_boundary, hide_library_frames, is_batched, is_eager
+from ._jax_internals import ArrayImpl, api_boundary, hide_library_frames, is_batched, is_eager, mesh_type
 from ._pretty import format_fields
 from ._replay import (
     StaleTraceError,
@@ -53,6 +53,7 @@ __all__ = [
     "states_changed",
     "check_state_avals",
     "leaf_signature",
+    "mesh_type",
     "canonical_signature",
     "unflatten_states",
     "read_state_values",

@@ -219,7 +219,7 @@ class ShardMapFunction(StatefulFunction):
         except TypeError as err:
             # JAX's broadcasting error does not say that an undeclared state is
             # replicated whole on every shard; name the state and the fix instead.
-            hint = _replicated_state_hint(err, ctx.undeclared)
+            hint = _replicated_state_hint(err, ctx.undeclared, tuple(self.mesh.shape.values()))
             if hint is not None:
                 raise ValueError(f"{self.name}: {hint}") from err
             raise
@@ -378,13 +378,20 @@ class ShardMapFunction(StatefulFunction):
         return place
 
 
-def _replicated_state_hint(err: BaseException, undeclared: Any) -> str | None:
-    """Explain a shape clash caused by a state that is replicated because no spec names it."""
+def _replicated_state_hint(err: BaseException, undeclared: Any, axis_sizes: tuple) -> str | None:
+    """Explain a shape clash caused by a state that is replicated because no spec names it.
+
+    Only a state that could be split over a mesh axis (a dimension divisible by
+    the axis size) is named: a small replicated parameter is rarely the culprit.
+    """
     message = str(err)
     if not isinstance(err, TypeError) or "incompatible shapes" not in message:
         return None
     for state in undeclared:
-        shapes = {str(tuple(getattr(x, "shape", ()))) for x in jax.tree.leaves(state._value)}
+        leaf_shapes = [tuple(getattr(x, "shape", ())) for x in jax.tree.leaves(state._value)]
+        if not any(d % n == 0 for shape in leaf_shapes for d in shape for n in axis_sizes if n > 1):
+            continue
+        shapes = {str(shape) for shape in leaf_shapes}
         if any(shape in message for shape in shapes if shape != "()"):
             return (
                 f"{state.describe()} is not named in state_in_specs, so every shard sees its "
@@ -395,10 +402,18 @@ def _replicated_state_hint(err: BaseException, undeclared: Any) -> str | None:
     return None
 
 
+def _placed(x: Any, sharding: NamedSharding) -> bool:
+    """True if ``x`` already lies on ``sharding`` (``P()`` and ``P(None, None)`` are the same layout)."""
+    current = getattr(x, "sharding", None)
+    if current is None:
+        return False
+    return current == sharding or current.is_equivalent_to(sharding, jax.numpy.ndim(x))
+
+
 def _put(value: Any, sharding: NamedSharding) -> Any:
     """``value`` with every leaf on ``sharding``; ``value`` itself when nothing moved."""
     leaves, treedef = jax.tree.flatten(value)
-    if all(getattr(x, "sharding", None) == sharding or isinstance(x, jax.core.Tracer) for x in leaves):
+    if all(isinstance(x, jax.core.Tracer) or _placed(x, sharding) for x in leaves):
         return value
     with jax.ensure_compile_time_eval():  # concrete even under a plain jax.jit
         if jax.process_count() == 1:
@@ -406,7 +421,11 @@ def _put(value: Any, sharding: NamedSharding) -> Any:
         else:
             moved = [
                 x
-                if isinstance(x, jax.core.Tracer)
+                if isinstance(x, jax.core.Tracer) or _placed(x, sharding)
+                # A global array (say, a program's output) is resharded; a local value is
+                # cut into this process's shards.
+                else jax.device_put(x, sharding)
+                if isinstance(x, jax.Array) and not x.is_fully_addressable
                 else jax.make_array_from_callback(
                     jax.numpy.shape(x), sharding, lambda idx, x=x: jax.numpy.asarray(x)[idx]
                 )
@@ -458,8 +477,13 @@ def shard_map(
             ``f32[2]`` per shard on 8 devices.
         state_out_specs: The same, for the new values of written states;
             a written state not covered keeps the spec it came in with.
-        check_vma: Passed to ``jax.shard_map``: check that values declared
-            replicated (``P()`` outputs) really are the same on every device.
+        check_vma: Passed to ``jax.shard_map``: values are typed by the mesh
+            axes they vary over, and values declared replicated (``P()``
+            outputs) are checked to be the same on every device. State-aware
+            transforms nested in ``fun`` (``jit``, ``grad``, ``vmap2``, loops,
+            ...) are traced with these types, so, as in JAX, the gradient of a
+            replicated state with respect to a loss on sharded data is summed
+            over the shards. ``False`` drops the types (and that sum).
 
     Returns:
         A ``ShardMapFunction``, callable with ``fun``'s positional arguments.

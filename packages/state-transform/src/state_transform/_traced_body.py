@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from state_core import State, StatefulFunction, TracedCall, canonical_signature, leaf_signature
+from state_core.engine import mesh_type
 
 __all__ = [
     "TracedBody",
@@ -150,8 +151,14 @@ def signature_key(params: Hashable, tree: Any) -> tuple:
 
 
 def slice_spec(x: Any) -> jax.ShapeDtypeStruct:
-    """The abstract value of one leading-axis slice of ``x``."""
+    """The abstract value of one leading-axis slice of ``x``.
+
+    Inside ``shard_map`` a traced slice keeps the mesh axes ``x`` varies over, so a
+    loop body is traced with the types it runs with (``check_vma``).
+    """
     aval = jax.typeof(x)
+    if isinstance(x, jax.core.Tracer) and mesh_type(aval) is not None:
+        return jax.eval_shape(lambda v: v[0], x)
     return jax.ShapeDtypeStruct(aval.shape[1:], aval.dtype, weak_type=aval.weak_type)
 
 
