@@ -20,11 +20,12 @@ from state_core.filter import All, Filter, FilterLike, Not, to_predicate
 from state_core.filter import Any as AnyOf
 from state_random import is_random_state
 
+from ._map_shard import MemberLayout, ShardedMapping, member_layout, place_members
 from ._module import Module
 
 __all__ = ["Map"]
 
-_BEHAVIORS = ("vmap", "pmap")
+_BEHAVIORS = ("vmap", "pmap", "shard")
 _MAX_CACHED_MAPS = 128
 
 
@@ -259,6 +260,8 @@ class Map(Module):
         spmd_axis_name: Hashable | None = None,
         call_state_axes: dict[Any, FilterLike] | None = None,
         behavior: str = "vmap",
+        mesh: jax.sharding.Mesh | None = None,
+        mesh_axis: str | tuple[str, ...] | None = None,
     ) -> None:
         super().__init__()
         if not isinstance(module, Module):
@@ -271,16 +274,8 @@ class Map(Module):
         if init_map_size < 1:
             raise ValueError(f"Map: init_map_size must be at least 1, got {init_map_size}.")
         if behavior not in _BEHAVIORS:
-            raise ValueError(f"Map: behavior must be 'vmap' or 'pmap', got {behavior!r}.")
-        if behavior == "pmap":
-            n_devices = jax.local_device_count()
-            if init_map_size > n_devices:
-                raise ValueError(
-                    f"Map(behavior='pmap') places one member per device, but init_map_size="
-                    f"{init_map_size} members were requested and only {n_devices} local "
-                    "device(s) are available. Use at most that many members, or "
-                    "behavior='vmap'."
-                )
+            raise ValueError(f"Map: behavior must be 'vmap', 'pmap' or 'shard', got {behavior!r}.")
+        self._layout: MemberLayout | None = member_layout(behavior, init_map_size, mesh, mesh_axis)
         # Validate the axes specs now rather than at init time.
         _normalize_user_axes(init_state_axes, "init_state_axes")
         _normalize_user_axes(call_state_axes, "call_state_axes")
@@ -294,6 +289,8 @@ class Map(Module):
         self.spmd_axis_name = spmd_axis_name
         self.call_state_axes = call_state_axes
         self.behavior = behavior
+        self.mesh = None if self._layout is None else self._layout.mesh
+        self.mesh_axis = None if self._layout is None else self._layout.axes
         self._cache = _MapCache()
 
     # ------------------------------------------------------------------ state
@@ -336,14 +333,17 @@ class Map(Module):
                 "Map.init_all_states takes keyword arguments only (they are passed to "
                 f"module.init_all_states); got {len(args)} positional argument(s)."
             )
-        new_states = state_transform.pmap2_new_states if self.behavior == "pmap" else state_transform.vmap2_new_states
-        groups = new_states(
+        # Every behavior initialises like 'vmap' (eagerly, without compiling), so the
+        # members' random draws are the same; sharded members are then placed.
+        groups = state_transform.vmap2_new_states(
             self.module,
             kwargs,
             state_tag=self.state_tag,
             axis_size=self.init_map_size,
             state_out_axes=self.init_state_axes,
         )
+        if self._layout is not None:
+            place_members(groups, self._layout)
         cache = self._cache
         cache.groups = groups
         cache.state_axes = _merge_state_axes(groups, self.call_state_axes, "call_state_axes")
@@ -372,12 +372,13 @@ class Map(Module):
         # The mapped function is ``runner(args_tuple, kwargs_dict)``: args follow
         # in_axes (a prefix of the tuple), keyword arguments are shared.
         packed_in_axes = (in_axes, None)
-        if self.behavior == "pmap":
-            mapping = state_transform.pmap2(
+        if self._layout is not None:
+            mapping = ShardedMapping(
                 runner,
-                axis_name,
+                self._layout,
                 in_axes=packed_in_axes,
                 out_axes=out_axes,
+                axis_name=axis_name,
                 axis_size=self.init_map_size,
                 state_in_axes=state_axes,
                 state_out_axes=state_axes,
@@ -595,14 +596,15 @@ class Map(Module):
 
             static = tuple(range(n_args + len(names)))
             fun = types.MethodType(reset, self.module)
-            if self.behavior == "pmap":
-                mapping = state_transform.pmap2(
+            if self._layout is not None:
+                mapping = ShardedMapping(
                     fun,
-                    self.axis_name,
+                    self._layout,
                     in_axes=None,
                     out_axes=None,
-                    static_broadcasted_argnums=static,
+                    static_argnums=static,
                     axis_size=self.init_map_size,
+                    axis_name=self.axis_name,
                     state_in_axes=cache.state_axes,
                     state_out_axes=cache.state_axes,
                 )
