@@ -38,6 +38,7 @@ from state_transform import jit, pmap2, shard_map, vmap2  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_init  # noqa: E402
 import bench_loops  # noqa: E402
+import bench_map  # noqa: E402
 
 BATCH = 16
 
@@ -336,6 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\nSimulation loops (state_transform.for_loop) against a hand-written jax.lax.scan:\n")
         print(bench_loops.format_rows(bench_loops.rows(args.quick)))
         print("(progress-bar row: the reference is the same loop without a bar)")
+    print(f"\nMap with more members than devices, against jax.pmap(jax.vmap(step)):\n\n{bench_map.run(args.quick)}")
     if args.compare:
         _compare_others(calls, repeats)
     return 0

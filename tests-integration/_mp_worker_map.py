@@ -39,10 +39,10 @@ def main() -> None:
     )
 
     import numpy as np
+    from _mp_map_model import run_ensemble
     from jax.experimental import multihost_utils
 
     import state_random
-    from _mp_map_model import run_ensemble
 
     mesh = jax.make_mesh((jax.device_count(),), ("x",))
     state_random.seed(SEED)
