@@ -77,10 +77,10 @@ def _check_per_device(value, per_device):
 def test_64_members_on_8_devices_equal_vmap_bit_for_bit(vmap_run, behavior, kwargs):
     if kwargs.get("mesh") == "2d":
         kwargs = dict(kwargs, mesh=jax.make_mesh((4, 2), ("a", "b")))
-    ens, module, init_w, outs = _run(behavior, **kwargs)
+    _, module, init_w, outs = _run(behavior, **kwargs)
     v_init, v_outs, v_h, v_key = vmap_run
     np.testing.assert_array_equal(init_w, v_init)  # init draws per member
-    for out, expected in zip(outs, v_outs):
+    for out, expected in zip(outs, v_outs, strict=True):
         np.testing.assert_array_equal(out, expected)  # update draws per member
     np.testing.assert_array_equal(np.asarray(module.h.value), v_h)
     np.testing.assert_array_equal(np.asarray(jax.random.key_data(state_random.DEFAULT.value)), v_key)
@@ -157,9 +157,9 @@ def test_shard_members_not_a_multiple_of_the_mesh_axis():
 
 
 def test_placement_argument_errors():
-    with pytest.raises(ValueError, match="mesh_axis='c' names no axis of the mesh, whose axes are \\('a', 'b'\\)"):
+    with pytest.raises(ValueError, match=r"mesh_axis='c' names no axis of the mesh, whose axes are \('a', 'b'\)"):
         Map(Noisy(), 8, behavior="shard", mesh=jax.make_mesh((4, 2), ("a", "b")), mesh_axis="c")
-    with pytest.raises(TypeError, match="mesh must be a jax.sharding.Mesh.*got list"):
+    with pytest.raises(TypeError, match=r"mesh must be a jax\.sharding\.Mesh.*got list"):
         Map(Noisy(), 8, behavior="shard", mesh=jax.devices())
     with pytest.raises(ValueError, match="only used with behavior='shard'"):
         Map(Noisy(), 8, mesh=jax.make_mesh((8,), ("x",)))
@@ -283,7 +283,7 @@ def test_map_reset_and_state_axes_with_many_members():
             assert module.h.value.sharding.spec == P(None, "members")
             assert {s.data.shape for s in module.h.value.addressable_shards} == {(2, N // N_DEV)}
     np.testing.assert_array_equal(results["pmap"][0], np.full((2, N), 3.0))
-    for a, b in zip(results["vmap"], results["pmap"]):
+    for a, b in zip(results["vmap"], results["pmap"], strict=True):
         np.testing.assert_array_equal(a, b)
     assert len(set(results["pmap"][1].tolist())) == N  # one stream per member
 

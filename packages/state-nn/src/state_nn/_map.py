@@ -184,7 +184,7 @@ class _MapCaller:
 
 
 class Map(Module):
-    """Run a Module as ``init_map_size`` members with ``vmap2`` (one device) or ``pmap2`` (devices).
+    """Run a Module as ``init_map_size`` members, vectorised on one device or spread over several.
 
     ``init_all_states(**kwargs)`` runs ``module.init_all_states(**kwargs)`` once under
     the mapping (``state_transform.vmap2_new_states`` / ``pmap2_new_states``) and so
@@ -209,23 +209,42 @@ class Map(Module):
     repeated call costs one dispatch. ``map`` callers are cached per
     ``(fn, in_axes, out_axes, axis_name, state_axes)``.
 
+    With ``behavior='pmap'`` or ``'shard'`` the members are spread over devices:
+    each device holds ``init_map_size / D`` of them (``D`` devices) and runs
+    them vectorised. The program is the one ``'vmap'`` runs, with the member
+    axis sharded, so the results and every member's random draws are the same
+    as with ``'vmap'``; ``lax.pmean(x, axis_name)`` and other collectives reduce
+    over all members on all devices.
+
     Args:
         module: the Module to map.
         init_map_size: the number of members (a positive int). With
-            ``behavior='pmap'``, at most the number of local devices.
+            ``behavior='pmap'``: at most the number of local devices (one member
+            on each of the first ``init_map_size`` devices) or a multiple of it.
+            With ``behavior='shard'``: a multiple of the number of devices along
+            ``mesh_axis``.
         init_state_axes: ``{axis: filter}`` placing new states on an axis other
             than 0, or ``None`` (shared). Default: every new state on axis 0.
         state_tag: a tag added to every state created by ``init_all_states``.
         in_axes, out_axes: as in ``jax.vmap``, for ``update``'s positional
             arguments and result.
         axis_name: the mapped axis' name, for collectives such as ``lax.pmean``.
-        spmd_axis_name: passed to ``jax.vmap`` (ignored with ``'pmap'``).
+        spmd_axis_name: passed to ``jax.vmap`` (ignored with ``'pmap'`` and ``'shard'``).
         call_state_axes: ``{axis: filter}`` overriding where states are mapped
             during calls (user entries have priority over the member states).
-        behavior: ``'vmap'`` or ``'pmap'`` (one member per device).
+        behavior: ``'vmap'`` (every member on one device), ``'pmap'`` (the
+            members split evenly over the local devices) or ``'shard'`` (split
+            over the devices of ``mesh``, which may span several processes).
+        mesh: with ``behavior='shard'``, the ``jax.sharding.Mesh`` to place the
+            members on; default: a 1-D mesh over every device (``jax.devices()``).
+        mesh_axis: with ``behavior='shard'``, the mesh axis (or tuple of axes)
+            the member axis is split over; default: all of the mesh's axes. The
+            members are replicated over the other axes.
 
     Attributes:
         module, init_map_size: as given.
+        mesh, mesh_axis: where the members live with ``'pmap'`` / ``'shard'``
+            (``None`` with ``'vmap'``); ``mesh_axis`` is a tuple of axis names.
         dict_vmap_states: ``{axis: [states]}`` created by ``init_all_states``
             (``None`` before).
 
@@ -243,6 +262,26 @@ class Map(Module):
         (10, 5)
         >>> vmapper.update(jnp.ones((10, 5))).shape
         (10,)
+
+        Four members on each local device, with the same values as ``'vmap'``:
+
+        >>> import jax, state_random
+        >>> n = 4 * jax.local_device_count()
+        >>> class Noisy(state_nn.Module):
+        ...     def init_state(self):
+        ...         self.w = state_core.ParamState(state_random.normal(size=3))
+        ...     def update(self, x):
+        ...         return (x * self.w.value).sum()
+        >>> state_random.seed(0)
+        >>> spread = state_nn.Map(Noisy(), init_map_size=n, behavior='pmap')
+        >>> spread.init_all_states()
+        >>> state_random.seed(0)
+        >>> local = state_nn.Map(Noisy(), init_map_size=n)
+        >>> local.init_all_states()
+        >>> bool((spread(jnp.ones((n, 3))) == local(jnp.ones((n, 3)))).all())
+        True
+        >>> {shard.data.shape for shard in spread.module.w.value.addressable_shards}
+        {(4, 3)}
     """
 
     __module__ = "state_nn"

@@ -154,15 +154,17 @@ class ShardedMapping(StatefulMapping):
         state_shardings = [
             layout.sharding(mode, _ndim(state)) for state, mode in zip(in_states, plan.in_modes, strict=True)
         ]
-        for state, sharding in zip(in_states, state_shardings):
+        for state, sharding in zip(in_states, state_shardings, strict=True):
             state.restore_value(layout.place(state._value, sharding))
-        leaf_shardings = [layout.sharding(axis, len(aval.shape)) for axis, aval in zip(plan.leaf_axes, plan.arg_avals)]
+        leaf_shardings = [
+            layout.sharding(axis, len(aval.shape)) for axis, aval in zip(plan.leaf_axes, plan.arg_avals, strict=True)
+        ]
         out_axes = jax.tree.broadcast(self.out_axes, entry.out_shapes, is_leaf=lambda x: x is None)
         out_shardings = jax.tree.map(
             lambda shape, axis: layout.sharding(axis, len(shape.shape) + 1), entry.out_shapes, out_axes
         )
-        written = [s for s, keep in zip(entry.out_states, plan.lane_written_mask) if keep]
-        written_shardings = [layout.sharding(a, _ndim(s)) for s, a in zip(written, plan.lane_written_axes)]
+        written = [s for s, keep in zip(entry.out_states, plan.lane_written_mask, strict=True) if keep]
+        written_shardings = [layout.sharding(a, _ndim(s)) for s, a in zip(written, plan.lane_written_axes, strict=True)]
         key_shardings = [layout.replicated] * len(plan.split_positions)
         return jax.jit(
             plan.program,
