@@ -332,3 +332,25 @@ def test_checkpoint_round_trip_of_a_sharded_ensemble(tmp_path):
         restored = getattr(target.module, name).value
         np.testing.assert_array_equal(restored, getattr(source.module, name).value)
         _check_per_device(restored, N // N_DEV)
+
+
+def test_many_members_inside_jit_and_vmap2_equal_vmap():
+    import state_transform
+
+    results = {}
+    for behavior in ("vmap", "pmap"):
+        state_random.seed(0)
+        module = Noisy()
+        ens = Map(module, N, behavior=behavior)
+        ens.init_all_states()
+        twice = state_transform.jit(lambda x, ens=ens: ens(x) * 2)
+        first, second = twice(jnp.ones((N, 3))), twice(jnp.ones((N, 3)))
+        per_column = state_transform.vmap2(
+            lambda x, ens=ens: ens.map(lambda m, y: (m.w.value * y).sum())(x), in_axes=1
+        )(jnp.ones((N, 2, 3)))
+        results[behavior] = [np.asarray(v) for v in (first, second, per_column, module.h.value)]
+        assert module.traces == 1
+    assert results["pmap"][2].shape == (2, N)
+    for got, expected in zip(results["pmap"], results["vmap"], strict=True):
+        np.testing.assert_array_equal(got, expected)
+    assert not np.array_equal(results["pmap"][0], results["pmap"][1])  # new draws on the second call
