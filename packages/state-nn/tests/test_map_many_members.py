@@ -354,3 +354,24 @@ def test_many_members_inside_jit_and_vmap2_equal_vmap():
     for got, expected in zip(results["pmap"], results["vmap"], strict=True):
         np.testing.assert_array_equal(got, expected)
     assert not np.array_equal(results["pmap"][0], results["pmap"][1])  # new draws on the second call
+
+
+def test_pmap2_new_states_is_eager_and_draws_like_vmap2_new_states():
+    import state_transform
+
+    def init(fn, **kwargs):
+        state_random.seed(9)
+        module = Noisy()
+        fn(module, axis_size=N_DEV, state_out_axes={-1: state_core.HiddenState}, **kwargs)
+        return module
+
+    reference = init(state_transform.vmap2_new_states)
+    init(state_transform.pmap2_new_states)  # JAX compiles its library primitives once
+    _COMPILES.clear()
+    module = init(state_transform.pmap2_new_states)
+    assert _COMPILES == []  # nothing compiled for a one-shot init
+    np.testing.assert_array_equal(module.w.value, reference.w.value)
+    _check_per_device(module.w.value, 1)
+    assert module.h.value.shape == (3, N_DEV) and module.h.value.sharding.spec == P(None, "copies")
+    with pytest.raises(ValueError, match=r"axis_size=9 copies need one device each, but only 8 device"):
+        state_transform.pmap2_new_states(Noisy(), axis_size=9)
