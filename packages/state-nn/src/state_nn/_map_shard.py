@@ -23,7 +23,7 @@ from state_core import State
 from state_core.engine import TracedCall
 from state_transform import StatefulMapping
 
-__all__ = ["MemberLayout", "ShardedMapping", "member_layout"]
+__all__ = ["MemberLayout", "ShardedMapping", "member_layout", "place_members"]
 
 MEMBER_AXIS = "members"  # the axis name of the meshes Map builds itself
 
