@@ -40,6 +40,7 @@ import bench_init  # noqa: E402
 import bench_loops  # noqa: E402
 import bench_sharding  # noqa: E402
 import bench_scale  # noqa: E402
+import bench_map  # noqa: E402
 
 BATCH = 16
 
@@ -342,6 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     print(bench_sharding.format_rows(bench_sharding.run(args.quick)))
     print("\nData-parallel training step (batch sharded, parameters replicated) against pure JAX:\n")
     print(bench_scale.run(args.quick))
+    print(f"\nMap with more members than devices, against jax.pmap(jax.vmap(step)):\n\n{bench_map.run(args.quick)}")
     if args.compare:
         _compare_others(calls, repeats)
     return 0

@@ -28,7 +28,7 @@ class Weighted(state_nn.Module):
 
 # ---------------------------------------------------------------------- construction errors
 def test_invalid_behavior():
-    with pytest.raises(ValueError, match="behavior must be 'vmap' or 'pmap', got 'jit'"):
+    with pytest.raises(ValueError, match="behavior must be 'vmap', 'pmap' or 'shard', got 'jit'"):
         Map(Weighted(), 4, behavior="jit")
 
 

@@ -20,11 +20,12 @@ from state_core.filter import All, Filter, FilterLike, Not, to_predicate
 from state_core.filter import Any as AnyOf
 from state_random import is_random_state
 
+from ._map_shard import MemberLayout, ShardedMapping, member_layout, place_members
 from ._module import Module
 
 __all__ = ["Map"]
 
-_BEHAVIORS = ("vmap", "pmap")
+_BEHAVIORS = ("vmap", "pmap", "shard")
 _MAX_CACHED_MAPS = 128
 
 
@@ -183,7 +184,7 @@ class _MapCaller:
 
 
 class Map(Module):
-    """Run a Module as ``init_map_size`` members with ``vmap2`` (one device) or ``pmap2`` (devices).
+    """Run a Module as ``init_map_size`` members, vectorised on one device or spread over several.
 
     ``init_all_states(**kwargs)`` runs ``module.init_all_states(**kwargs)`` once under
     the mapping (``state_transform.vmap2_new_states`` / ``pmap2_new_states``) and so
@@ -208,23 +209,42 @@ class Map(Module):
     repeated call costs one dispatch. ``map`` callers are cached per
     ``(fn, in_axes, out_axes, axis_name, state_axes)``.
 
+    With ``behavior='pmap'`` or ``'shard'`` the members are spread over devices:
+    each device holds ``init_map_size / D`` of them (``D`` devices) and runs
+    them vectorised. The program is the one ``'vmap'`` runs, with the member
+    axis sharded, so the results and every member's random draws are the same
+    as with ``'vmap'``; ``lax.pmean(x, axis_name)`` and other collectives reduce
+    over all members on all devices.
+
     Args:
         module: the Module to map.
         init_map_size: the number of members (a positive int). With
-            ``behavior='pmap'``, at most the number of local devices.
+            ``behavior='pmap'``: at most the number of local devices (one member
+            on each of the first ``init_map_size`` devices) or a multiple of it.
+            With ``behavior='shard'``: a multiple of the number of devices along
+            ``mesh_axis``.
         init_state_axes: ``{axis: filter}`` placing new states on an axis other
             than 0, or ``None`` (shared). Default: every new state on axis 0.
         state_tag: a tag added to every state created by ``init_all_states``.
         in_axes, out_axes: as in ``jax.vmap``, for ``update``'s positional
             arguments and result.
         axis_name: the mapped axis' name, for collectives such as ``lax.pmean``.
-        spmd_axis_name: passed to ``jax.vmap`` (ignored with ``'pmap'``).
+        spmd_axis_name: passed to ``jax.vmap`` (ignored with ``'pmap'`` and ``'shard'``).
         call_state_axes: ``{axis: filter}`` overriding where states are mapped
             during calls (user entries have priority over the member states).
-        behavior: ``'vmap'`` or ``'pmap'`` (one member per device).
+        behavior: ``'vmap'`` (every member on one device), ``'pmap'`` (the
+            members split evenly over the local devices) or ``'shard'`` (split
+            over the devices of ``mesh``, which may span several processes).
+        mesh: with ``behavior='shard'``, the ``jax.sharding.Mesh`` to place the
+            members on; default: a 1-D mesh over every device (``jax.devices()``).
+        mesh_axis: with ``behavior='shard'``, the mesh axis (or tuple of axes)
+            the member axis is split over; default: all of the mesh's axes. The
+            members are replicated over the other axes.
 
     Attributes:
         module, init_map_size: as given.
+        mesh, mesh_axis: where the members live with ``'pmap'`` / ``'shard'``
+            (``None`` with ``'vmap'``); ``mesh_axis`` is a tuple of axis names.
         dict_vmap_states: ``{axis: [states]}`` created by ``init_all_states``
             (``None`` before).
 
@@ -242,6 +262,26 @@ class Map(Module):
         (10, 5)
         >>> vmapper.update(jnp.ones((10, 5))).shape
         (10,)
+
+        Four members on each local device, with the same values as ``'vmap'``:
+
+        >>> import jax, state_random
+        >>> n = 4 * jax.local_device_count()
+        >>> class Noisy(state_nn.Module):
+        ...     def init_state(self):
+        ...         self.w = state_core.ParamState(state_random.normal(size=3))
+        ...     def update(self, x):
+        ...         return (x * self.w.value).sum()
+        >>> state_random.seed(0)
+        >>> spread = state_nn.Map(Noisy(), init_map_size=n, behavior='pmap')
+        >>> spread.init_all_states()
+        >>> state_random.seed(0)
+        >>> local = state_nn.Map(Noisy(), init_map_size=n)
+        >>> local.init_all_states()
+        >>> bool((spread(jnp.ones((n, 3))) == local(jnp.ones((n, 3)))).all())
+        True
+        >>> {shard.data.shape for shard in spread.module.w.value.addressable_shards}
+        {(4, 3)}
     """
 
     __module__ = "state_nn"
@@ -259,6 +299,8 @@ class Map(Module):
         spmd_axis_name: Hashable | None = None,
         call_state_axes: dict[Any, FilterLike] | None = None,
         behavior: str = "vmap",
+        mesh: jax.sharding.Mesh | None = None,
+        mesh_axis: str | tuple[str, ...] | None = None,
     ) -> None:
         super().__init__()
         if not isinstance(module, Module):
@@ -271,16 +313,8 @@ class Map(Module):
         if init_map_size < 1:
             raise ValueError(f"Map: init_map_size must be at least 1, got {init_map_size}.")
         if behavior not in _BEHAVIORS:
-            raise ValueError(f"Map: behavior must be 'vmap' or 'pmap', got {behavior!r}.")
-        if behavior == "pmap":
-            n_devices = jax.local_device_count()
-            if init_map_size > n_devices:
-                raise ValueError(
-                    f"Map(behavior='pmap') places one member per device, but init_map_size="
-                    f"{init_map_size} members were requested and only {n_devices} local "
-                    "device(s) are available. Use at most that many members, or "
-                    "behavior='vmap'."
-                )
+            raise ValueError(f"Map: behavior must be 'vmap', 'pmap' or 'shard', got {behavior!r}.")
+        self._layout: MemberLayout | None = member_layout(behavior, init_map_size, mesh, mesh_axis)
         # Validate the axes specs now rather than at init time.
         _normalize_user_axes(init_state_axes, "init_state_axes")
         _normalize_user_axes(call_state_axes, "call_state_axes")
@@ -294,6 +328,8 @@ class Map(Module):
         self.spmd_axis_name = spmd_axis_name
         self.call_state_axes = call_state_axes
         self.behavior = behavior
+        self.mesh = None if self._layout is None else self._layout.mesh
+        self.mesh_axis = None if self._layout is None else self._layout.axes
         self._cache = _MapCache()
 
     # ------------------------------------------------------------------ state
@@ -336,14 +372,17 @@ class Map(Module):
                 "Map.init_all_states takes keyword arguments only (they are passed to "
                 f"module.init_all_states); got {len(args)} positional argument(s)."
             )
-        new_states = state_transform.pmap2_new_states if self.behavior == "pmap" else state_transform.vmap2_new_states
-        groups = new_states(
+        # Every behavior initialises like 'vmap' (eagerly, without compiling), so the
+        # members' random draws are the same; sharded members are then placed.
+        groups = state_transform.vmap2_new_states(
             self.module,
             kwargs,
             state_tag=self.state_tag,
             axis_size=self.init_map_size,
             state_out_axes=self.init_state_axes,
         )
+        if self._layout is not None:
+            place_members(groups, self._layout)
         cache = self._cache
         cache.groups = groups
         cache.state_axes = _merge_state_axes(groups, self.call_state_axes, "call_state_axes")
@@ -372,12 +411,13 @@ class Map(Module):
         # The mapped function is ``runner(args_tuple, kwargs_dict)``: args follow
         # in_axes (a prefix of the tuple), keyword arguments are shared.
         packed_in_axes = (in_axes, None)
-        if self.behavior == "pmap":
-            mapping = state_transform.pmap2(
+        if self._layout is not None:
+            mapping = ShardedMapping(
                 runner,
-                axis_name,
+                self._layout,
                 in_axes=packed_in_axes,
                 out_axes=out_axes,
+                axis_name=axis_name,
                 axis_size=self.init_map_size,
                 state_in_axes=state_axes,
                 state_out_axes=state_axes,
@@ -595,14 +635,15 @@ class Map(Module):
 
             static = tuple(range(n_args + len(names)))
             fun = types.MethodType(reset, self.module)
-            if self.behavior == "pmap":
-                mapping = state_transform.pmap2(
+            if self._layout is not None:
+                mapping = ShardedMapping(
                     fun,
-                    self.axis_name,
+                    self._layout,
                     in_axes=None,
                     out_axes=None,
-                    static_broadcasted_argnums=static,
+                    static_argnums=static,
                     axis_size=self.init_map_size,
+                    axis_name=self.axis_name,
                     state_in_axes=cache.state_axes,
                     state_out_axes=cache.state_axes,
                 )

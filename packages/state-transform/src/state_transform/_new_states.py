@@ -7,6 +7,9 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from state_core import State, StateTraceStack, active_trace_stacks, catch_new_states, collect_states
 from state_core.engine import TracedCall, is_batched, is_eager, private_state_values
@@ -66,14 +69,20 @@ def _map_new_states(
     axis_size: int,
     state_out_axes: Any,
     make_mapping: Callable[..., StatefulMapping],
+    place: Callable[[dict[Any, list[State]]], None] | None = None,
 ) -> dict[Any, list[State]]:
     init_kwargs = _check_init_target(module, init_kwargs, fn_name)
     if not isinstance(axis_size, int) or isinstance(axis_size, bool) or axis_size < 1:
         raise ValueError(f"{fn_name}: axis_size must be a positive int, got {axis_size!r}.")
     axes = normalize_state_axes(state_out_axes, "state_out_axes")
-    if fn_name == "vmap2_new_states" and not active_trace_stacks() and is_eager():
-        # Plain eager call: no outer trace whose values could leak into states.
-        return _eager_vmap_new_states(module, init_kwargs, state_tag, axis_size, axes)
+    if (fn_name == "vmap2_new_states" or place is not None) and not active_trace_stacks() and is_eager():
+        # Plain eager call: no outer trace whose values could leak into states. The
+        # copies draw the same numbers under vmap as under pmap (lane i uses key 1 + i);
+        # ``place`` then spreads them over the devices.
+        groups = _eager_vmap_new_states(module, init_kwargs, state_tag, axis_size, axes)
+        if place is not None:
+            place(groups)
+        return groups
     caught: dict[str, Any] = {}
 
     def init() -> list:
@@ -239,6 +248,23 @@ def pmap2_new_states(
     """
     if axis_size is None:
         axis_size = len(devices) if devices is not None else jax.local_device_count()
+    targets = list(devices) if devices is not None else jax.local_devices()
+    if isinstance(axis_size, int) and axis_size > len(targets):
+        raise ValueError(
+            f"pmap2_new_states: axis_size={axis_size} copies need one device each, but only "
+            f"{len(targets)} device(s) are available. Use at most that many copies (or pass "
+            "`devices=`), or vmap2_new_states to batch on one device."
+        )
+
+    def place(groups: dict[Any, list[State]]) -> None:
+        mesh = Mesh(np.array(targets[:axis_size]), ("copies",))
+        for axis, states in groups.items():
+            if axis is None:
+                continue  # one shared copy
+            for state in states:
+                leaves = jax.tree.leaves(state._value)
+                at = axis % jnp.ndim(leaves[0]) if leaves else 0
+                state.restore_value(jax.device_put(state._value, NamedSharding(mesh, P(*([None] * at), "copies"))))
 
     def make(init: Callable[[], Any], out_axes_of: Callable[[], list]) -> StatefulMapping:
         base = pmap2(init, in_axes=(), axis_size=axis_size, devices=devices)
@@ -253,4 +279,4 @@ def pmap2_new_states(
         mapping._device_limit = base._device_limit
         return mapping
 
-    return _map_new_states("pmap2_new_states", module, init_kwargs, state_tag, axis_size, state_out_axes, make)
+    return _map_new_states("pmap2_new_states", module, init_kwargs, state_tag, axis_size, state_out_axes, make, place)
