@@ -25,11 +25,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # The README idioms whose types users rely on: each line must type-check as written.
 IDIOMS = '''
+from typing import Any, assert_type
+
 import jax.numpy as jnp
-from state_core import ParamState, collect_states
+from state_core import ParamState, StateDict, collect_states
 from state_core.filter import OfType
 from state_nn import Linear
-from state_transform import grad
+from state_transform import GradFunction, ValueAndGradFunction, grad, value_and_grad
 
 model = Linear(3, 2)
 w = ParamState(jnp.ones(3))
@@ -37,9 +39,34 @@ w = ParamState(jnp.ones(3))
 def loss(x: jnp.ndarray) -> jnp.ndarray:
     return jnp.sum(w.value * x)
 
+def loss_aux(x: jnp.ndarray) -> tuple[jnp.ndarray, dict[str, jnp.ndarray]]:
+    return jnp.sum(w.value * x), {"x": x}
+
 grads = grad(loss, grad_states={'w': w})(jnp.ones(3))
 params, rest = collect_states(model).split(OfType(ParamState), ...)
 values = model.states(ParamState).to_values()
+
+# The overloads: each calling convention has its own return type.
+assert_type(grad(loss, grad_states=w), GradFunction[Any])
+assert_type(grad(loss, grad_states=w, return_value=True), GradFunction[tuple[Any, Any]])
+assert_type(grad(loss_aux, grad_states=w, has_aux=True), GradFunction[tuple[Any, Any]])
+assert_type(grad(loss_aux, grad_states=w, has_aux=True, return_value=True), GradFunction[tuple[Any, Any, Any]])
+g, value = grad(loss, grad_states=w, return_value=True)(jnp.ones(3))
+g, value, aux = grad(loss_aux, grad_states=w, has_aux=True, return_value=True)(jnp.ones(3))
+
+@grad(grad_states=w)
+def decorated(x: jnp.ndarray) -> jnp.ndarray:
+    return jnp.sum(w.value * x)
+
+assert_type(decorated, GradFunction[Any])
+assert_type(value_and_grad(loss, grad_states=w), ValueAndGradFunction)
+assert_type(value_and_grad(grad_states=w)(loss), ValueAndGradFunction)
+value, g = value_and_grad(loss, grad_states=w)(jnp.ones(3))
+assert_type(model.states(), StateDict)
+assert_type(model.states(ParamState), StateDict)
+assert_type(model.states(ParamState, ...), tuple[StateDict, StateDict])
+assert_type(collect_states(model).split(OfType(ParamState)), tuple[StateDict])
+assert_type(collect_states(model).split(OfType(ParamState), ...), tuple[StateDict, StateDict])
 '''
 
 

@@ -30,7 +30,9 @@ __all__ = [
 
 Path = tuple[Hashable, ...]
 Predicate = Callable[[Path, Any], bool]
-FilterLike = Union["Filter", type, str, Callable[[Path, Any], bool], bool, "types.EllipsisType", None, tuple, list]
+FilterLike = Union[
+    "Filter", type, str, Callable[[Path, Any], bool], bool, "types.EllipsisType", None, tuple[Any, ...], list[Any]
+]
 
 
 class Filter:
@@ -51,7 +53,7 @@ class Filter:
     def __call__(self, path: Path, state: Any) -> bool:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def _key(self) -> tuple:
+    def _key(self) -> tuple[Any, ...]:
         raise NotImplementedError  # pragma: no cover - abstract
 
     def __eq__(self, other: object) -> bool:
@@ -97,7 +99,7 @@ class OfType(Filter):
         declared = getattr(state, "type", None)
         return isinstance(declared, type) and issubclass(declared, self.type)
 
-    def _key(self) -> tuple:
+    def _key(self) -> tuple[Any, ...]:
         return (self.type,)
 
     def __repr__(self) -> str:
@@ -128,7 +130,7 @@ class WithTag(Filter):
             return tags == self.tag if isinstance(tags, str) else self.tag in (tags or ())
         return self.tag in tags
 
-    def _key(self) -> tuple:
+    def _key(self) -> tuple[Any, ...]:
         return (self.tag,)
 
     def __repr__(self) -> str:
@@ -161,7 +163,7 @@ class PathContains(Filter):
         key = self.key
         return any(_plain_key(entry) == key for entry in path)
 
-    def _key(self) -> tuple:
+    def _key(self) -> tuple[Any, ...]:
         return (self.key,)
 
     def __repr__(self) -> str:
@@ -197,7 +199,7 @@ class Any(Filter):
     def __call__(self, path: Path, state: Any) -> bool:
         return any(f(path, state) for f in self.filters)
 
-    def _key(self) -> tuple:
+    def _key(self) -> tuple[Any, ...]:
         return self.filters
 
     def __repr__(self) -> str:
@@ -220,7 +222,7 @@ class All(Filter):
     def __call__(self, path: Path, state: Any) -> bool:
         return all(f(path, state) for f in self.filters)
 
-    def _key(self) -> tuple:
+    def _key(self) -> tuple[Any, ...]:
         return self.filters
 
     def __repr__(self) -> str:
@@ -243,7 +245,7 @@ class Not(Filter):
     def __call__(self, path: Path, state: Any) -> bool:
         return not self.filter(path, state)
 
-    def _key(self) -> tuple:
+    def _key(self) -> tuple[Any, ...]:
         return (self.filter,)
 
     def __repr__(self) -> str:
@@ -263,7 +265,7 @@ class Everything(Filter):
     def __call__(self, path: Path, state: Any) -> bool:
         return True
 
-    def _key(self) -> tuple:
+    def _key(self) -> tuple[Any, ...]:
         return ()
 
     def __repr__(self) -> str:
@@ -283,7 +285,7 @@ class Nothing(Filter):
     def __call__(self, path: Path, state: Any) -> bool:
         return False
 
-    def _key(self) -> tuple:
+    def _key(self) -> tuple[Any, ...]:
         return ()
 
     def __repr__(self) -> str:
@@ -309,7 +311,7 @@ class _Callable(Filter):
 
     __hash__ = Filter.__hash__
 
-    def _key(self) -> tuple:
+    def _key(self) -> tuple[Any, ...]:
         return (id(self.fn),)
 
     def __repr__(self) -> str:
@@ -325,7 +327,7 @@ class _SameState(Filter):
     def __call__(self, path: Path, state: Any) -> bool:
         return state is self.state
 
-    def _key(self) -> tuple:
+    def _key(self) -> tuple[Any, ...]:
         return (id(self.state),)
 
     def __repr__(self) -> str:

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 import jax
 import jax.extend.core as jex_core
@@ -189,8 +190,12 @@ def hide_library_frames(module_file: str) -> None:
         _traceback_util.register_exclusion(path)
 
 
-def api_boundary(fun: Any) -> Any:
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def api_boundary(fun: _F) -> _F:
     """Mark ``fun`` as a user-facing entry point: tracebacks of errors below it are filtered."""
     if _traceback_util is None:  # pragma: no cover - incompatible JAX
         return fun
-    return _traceback_util.api_boundary(fun)
+    # JAX's wrapper keeps the signature (functools.wraps) but is typed as returning Any.
+    return cast(_F, _traceback_util.api_boundary(fun))

@@ -126,9 +126,8 @@ def as_param(x: Any, name: str, fn: str) -> Any:
     if isinstance(x, float):
         if x != x:
             raise ValueError(f"{fn}: `{name}` is NaN; pass a number.")
-    elif isinstance(x, (np.ndarray, np.floating)) and np.issubdtype(x.dtype, np.inexact):
-        if np.isnan(x).any():
-            raise ValueError(f"{fn}: `{name}` contains NaN; pass finite values.")
+    elif isinstance(x, (np.ndarray, np.floating)) and np.issubdtype(x.dtype, np.inexact) and np.isnan(x).any():
+        raise ValueError(f"{fn}: `{name}` contains NaN; pass finite values.")
     return x
 
 
@@ -310,7 +309,7 @@ def probability(x: Any, name: str, fn: str) -> None:
     check_values(x, name, fn, lambda a: (a >= 0) & (a <= 1), "a probability in [0, 1]")
 
 
-def loc_scale(fn: str, loc: Any, scale: Any, size: Any, dtype: Any) -> tuple:
+def loc_scale(fn: str, loc: Any, scale: Any, size: Any, dtype: Any) -> tuple[Any, ...]:
     """Validated ``(loc, scale, shape, dtype)`` of a location/scale sampler (``None`` = 0 / 1)."""
     dt = float_dtype(dtype, fn)
     loc = 0.0 if loc is None else as_param(loc, "loc", fn)

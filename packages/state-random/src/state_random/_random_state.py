@@ -99,13 +99,17 @@ def as_key(value: Any, fn: str, name: str = "key", allow_batch: bool = True) -> 
             raise ValueError(f"{fn}: `{name}` must be a single key, got a key array of shape {value.shape}.")
         return value
     dtype = getattr(value, "dtype", None)
-    if dtype is not None and hasattr(value, "shape") and not isinstance(value, (bool, int, float)):
-        if np.dtype(dtype) == np.uint32:
-            shape = tuple(value.shape)
-            if len(shape) >= 1 and shape[-1] == 2 and (allow_batch or len(shape) == 1):
-                return jax.random.wrap_key_data(value)
-            wanted = "(2,) or (..., 2)" if allow_batch else "(2,)"
-            raise ValueError(f"{fn}: raw uint32 key data for `{name}` must have shape {wanted}, got shape {shape}.")
+    if (
+        dtype is not None
+        and hasattr(value, "shape")
+        and not isinstance(value, (bool, int, float))
+        and np.dtype(dtype) == np.uint32
+    ):
+        shape = tuple(value.shape)
+        if len(shape) >= 1 and shape[-1] == 2 and (allow_batch or len(shape) == 1):
+            return jax.random.wrap_key_data(value)
+        wanted = "(2,) or (..., 2)" if allow_batch else "(2,)"
+        raise ValueError(f"{fn}: raw uint32 key data for `{name}` must have shape {wanted}, got shape {shape}.")
     raise TypeError(
         f"{fn}: `{name}` must be a typed PRNG key (jax.random.key) or raw uint32 key data "
         f"(jax.random.PRNGKey), got {type(value).__name__} "
@@ -125,7 +129,7 @@ def key_from_seed_or_key(value: Any, fn: str, name: str = "seed_or_key") -> jax.
     )
 
 
-class RandomState(UniformNormalSamplers, ContinuousSamplers, SpecialSamplers, DiscreteSamplers, State):
+class RandomState(UniformNormalSamplers, ContinuousSamplers, SpecialSamplers, DiscreteSamplers, State[Any]):
     """A ``State`` holding a JAX PRNG key, with NumPy-style samplers as methods.
 
     Every draw splits the key: ``parts = jax.random.split(K, 2)``, the state keeps
@@ -139,7 +143,10 @@ class RandomState(UniformNormalSamplers, ContinuousSamplers, SpecialSamplers, Di
             key data of shape ``(2,)`` / ``(..., 2)`` (wrapped with
             ``jax.random.wrap_key_data``). Anything else is a ``TypeError``
             (wrong-shaped raw data: ``ValueError``).
-        name, tag, strict, **metadata: as for ``state_core.State``.
+        name: as for ``state_core.State``.
+        tag: as for ``state_core.State``.
+        strict: as for ``state_core.State``.
+        **metadata: as for ``state_core.State``.
 
     Keys for ``None`` and int seeds are created lazily, on first use, so creating a
     RandomState (including the module-level ``DEFAULT``) never initialises the JAX

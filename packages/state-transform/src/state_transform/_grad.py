@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Generic, Literal, TypeVar, overload
 
 import jax
 import jax.extend.core as jex_core
@@ -15,12 +15,15 @@ from state_core.engine import TracedCall, api_boundary, merger, unflatten_states
 
 __all__ = ["grad", "GradFunction"]
 
+# What calling a GradFunction returns: grads, (grads, loss), (grads, aux) or (grads, loss, aux).
+_R = TypeVar("_R", covariant=True)
+
 
 def _is_state(x: Any) -> bool:
     return isinstance(x, State)
 
 
-class GradFunction(StatefulFunction):
+class GradFunction(StatefulFunction, Generic[_R]):
     """The callable ``grad`` returns; see ``grad`` for the calling convention.
 
     Example:
@@ -58,6 +61,7 @@ class GradFunction(StatefulFunction):
         self.argnums = argnums
         self.has_aux = has_aux
         self.return_value = return_value
+
         functools.update_wrapper(self, fun, updated=())
 
     def _compile(self, entry: TracedCall) -> Callable[..., Any]:
@@ -104,10 +108,10 @@ class GradFunction(StatefulFunction):
 
             def objective(g_values: list, d_args: tuple) -> tuple[Any, tuple]:
                 values = list(state_values)
-                for k, v in zip(unique, g_values):
+                for k, v in zip(unique, g_values, strict=True):
                     values[k] = v
                 args = list(dyn_args)
-                for i, a in zip(arg_tuple, d_args):
+                for i, a in zip(arg_tuple, d_args, strict=True):
                     args[i] = a
                 leaves = [leaf for v in values for leaf in jax.tree.leaves(v)]
                 leaves += jax.tree.leaves((tuple(args), dyn_kwargs))
@@ -121,14 +125,14 @@ class GradFunction(StatefulFunction):
             )
             state_grads = [
                 g_states[slot[k]] if k is not None else jax.tree.map(lambda z: jnp.zeros(z.shape, z.dtype), zero)
-                for k, zero in zip(grad_index, zeros)
+                for k, zero in zip(grad_index, zeros, strict=True)
             ]
             return (self._assemble(state_grads, g_args, loss, aux), written)
 
         return jax.jit(program)
 
     @api_boundary
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> _R:
         result = super().__call__(*args, **kwargs)
         if not self._returns_state_dict:
             return result
@@ -158,13 +162,69 @@ class GradFunction(StatefulFunction):
         return grads
 
 
+# The overloads give each calling convention its own return type: a decorator
+# factory without ``fun``; with ``fun``, a GradFunction whose call returns grads,
+# (grads, loss), (grads, aux) or (grads, loss, aux) by has_aux / return_value.
+@overload
+def grad(
+    fun: None = None,
+    grad_states: Any = None,
+    argnums: int | Sequence[int] | None = None,
+    has_aux: bool = False,
+    return_value: bool = False,
+) -> Callable[[Callable[..., Any]], GradFunction[Any]]: ...
+@overload
+def grad(
+    fun: Callable[..., Any],
+    grad_states: Any = None,
+    argnums: int | Sequence[int] | None = None,
+    has_aux: Literal[False] = False,
+    return_value: Literal[False] = False,
+) -> GradFunction[Any]: ...
+@overload
+def grad(
+    fun: Callable[..., Any],
+    grad_states: Any = None,
+    argnums: int | Sequence[int] | None = None,
+    has_aux: Literal[False] = False,
+    *,
+    return_value: Literal[True],
+) -> GradFunction[tuple[Any, Any]]: ...
+@overload
+def grad(
+    fun: Callable[..., Any],
+    grad_states: Any = None,
+    argnums: int | Sequence[int] | None = None,
+    *,
+    has_aux: Literal[True],
+    return_value: Literal[False] = False,
+) -> GradFunction[tuple[Any, Any]]: ...
+@overload
+def grad(
+    fun: Callable[..., Any],
+    grad_states: Any = None,
+    argnums: int | Sequence[int] | None = None,
+    *,
+    has_aux: Literal[True],
+    return_value: Literal[True],
+) -> GradFunction[tuple[Any, Any, Any]]: ...
+@overload
+def grad(
+    fun: Callable[..., Any],
+    grad_states: Any = None,
+    argnums: int | Sequence[int] | None = None,
+    has_aux: bool = False,
+    return_value: bool = False,
+) -> GradFunction[Any]: ...
+
+
 def grad(
     fun: Callable[..., Any] | None = None,
     grad_states: Any = None,
     argnums: int | Sequence[int] | None = None,
     has_aux: bool = False,
     return_value: bool = False,
-) -> GradFunction | Callable[[Callable[..., Any]], GradFunction]:
+) -> GradFunction[Any] | Callable[[Callable[..., Any]], GradFunction[Any]]:
     """Differentiate a scalar-valued ``fun`` with respect to States and/or arguments.
 
     Args:

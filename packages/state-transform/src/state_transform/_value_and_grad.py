@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar, overload
 
 import jax
 
@@ -42,12 +42,29 @@ class ValueAndGradFunction:
         self._grad = grad(fun, grad_states=grad_states, argnums=argnums, has_aux=has_aux, return_value=True)
         functools.update_wrapper(self, fun, updated=())
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
         if self.has_aux:
             grads, value, aux = self._grad(*args, **kwargs)
             return (value, aux), grads
         grads, value = self._grad(*args, **kwargs)
         return value, grads
+
+
+# Without ``fun`` a decorator factory, with it the function itself.
+@overload
+def value_and_grad(
+    fun: None = None,
+    grad_states: Any = None,
+    argnums: int | Sequence[int] | None = None,
+    has_aux: bool = False,
+) -> Callable[[Callable[..., Any]], ValueAndGradFunction]: ...
+@overload
+def value_and_grad(
+    fun: Callable[..., Any],
+    grad_states: Any = None,
+    argnums: int | Sequence[int] | None = None,
+    has_aux: bool = False,
+) -> ValueAndGradFunction: ...
 
 
 def value_and_grad(
@@ -98,7 +115,11 @@ class JacobianFunction:
 
     __module__ = "state_transform"
 
-    _TRANSFORMS = {"rev": jax.jacrev, "fwd": jax.jacfwd, "hessian": jax.hessian}
+    _TRANSFORMS: ClassVar[dict[str, Callable[..., Any]]] = {
+        "rev": jax.jacrev,
+        "fwd": jax.jacfwd,
+        "hessian": jax.hessian,
+    }
 
     def __init__(
         self,
@@ -154,15 +175,15 @@ class JacobianFunction:
         def program(carried: list, invariant: list, args: tuple, kwargs: dict) -> tuple[Any, list]:
             plan.check_stale([call], carried, invariant)
             values = [carried[k] if c else invariant[k] for c, k in positions]
-            current = [values[k] if k is not None else s._value for k, s in zip(grad_at, self._states)]
+            current = [values[k] if k is not None else s._value for k, s in zip(grad_at, self._states, strict=True)]
 
             def objective(g_values: list, d_args: tuple) -> tuple[Any, tuple]:
                 vals = list(values)
-                for k, v in zip(grad_at, g_values):
+                for k, v in zip(grad_at, g_values, strict=True):
                     if k is not None:
                         vals[k] = v
                 full = list(args)
-                for i, a in zip(arg_tuple, d_args):
+                for i, a in zip(arg_tuple, d_args, strict=True):
                     full[i] = a
                 flat = run(*jax.tree.leaves(vals), *jax.tree.leaves((tuple(full), kwargs)))
                 out = jax.tree.unflatten(call.out_treedef, flat[:n_out])
