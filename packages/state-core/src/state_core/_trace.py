@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, Literal, overload
 
 import jax
 
@@ -221,7 +221,13 @@ class StateTraceStack:
         """True if ``state`` was read inside the block."""
         return id(state) in self._read
 
-    def get_read_states(self, replace_writen: bool = False) -> list[State[Any] | None]:
+    # Written slots become None only with replace_writen=True.
+    @overload
+    def get_read_states(self, replace_writen: Literal[False] = False) -> list[State[Any]]: ...
+    @overload
+    def get_read_states(self, replace_writen: bool) -> list[State[Any] | None]: ...
+
+    def get_read_states(self, replace_writen: bool = False) -> list[State[Any]] | list[State[Any] | None]:
         """States that were read and never written, in first-access order.
 
         With ``replace_writen=True`` every recorded state keeps its slot, written
@@ -231,7 +237,13 @@ class StateTraceStack:
             return [None if id(s) in self._written else s for s in self.states]
         return [s for s in self.states if id(s) not in self._written]
 
-    def get_write_states(self, replace_read: bool = False) -> list[State[Any] | None]:
+    # Read-only slots become None only with replace_read=True.
+    @overload
+    def get_write_states(self, replace_read: Literal[False] = False) -> list[State[Any]]: ...
+    @overload
+    def get_write_states(self, replace_read: bool) -> list[State[Any] | None]: ...
+
+    def get_write_states(self, replace_read: bool = False) -> list[State[Any]] | list[State[Any] | None]:
         """States that were written (and possibly read), in first-access order.
 
         With ``replace_read=True`` every recorded state keeps its slot, read-only
@@ -365,7 +377,7 @@ class StateTraceStack:
             )
         # Check every structure first, so a bad value leaves all states untouched.
         for state, value in zip(self.states, state_vals, strict=True):
-            if jax.tree.structure(value) != jax.tree.structure(state._value):
+            if jax.tree.structure(value) != jax.tree.structure(state._value):  # type: ignore[operator]  # PyTreeDef stub
                 raise ValueError(
                     f"assign_state_vals: the value for {state.describe()} has pytree structure "
                     f"{jax.tree.structure(value)} but the state holds "
@@ -466,7 +478,7 @@ class NewStateCatcher:
         """The current values of the created states."""
         return [s._value for s in self.states]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[State[Any]]:
         return iter(self.states)
 
     def __len__(self) -> int:

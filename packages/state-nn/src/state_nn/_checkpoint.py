@@ -20,6 +20,7 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 import state_core
@@ -85,7 +86,7 @@ class _LeafInfo:
 
 
 def _is_key(x: Any) -> bool:
-    return isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+    return isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
 
 
 def _leaf_info(leaf: Any, path: Path, where: str, fn: str) -> _LeafInfo:

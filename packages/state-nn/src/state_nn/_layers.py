@@ -111,11 +111,12 @@ class Linear(Module):
                    [8.]], dtype=float32)
         """
         x = jnp.asarray(x)
-        n_in = self.in_size[-1]
+        in_size, out_size = self.in_size, self.out_size
+        assert in_size is not None and out_size is not None  # set by __init__; Module declares them optional
+        n_in = in_size[-1]
         if x.ndim == 0 or x.shape[-1] != n_in:
             raise ValueError(
-                f"Linear({n_in}, {self.out_size[-1]}) expects inputs whose last axis has size "
-                f"{n_in}, got shape {x.shape}."
+                f"Linear({n_in}, {out_size[-1]}) expects inputs whose last axis has size {n_in}, got shape {x.shape}."
             )
         y = x @ self.weight.value
         if self.bias is not None:

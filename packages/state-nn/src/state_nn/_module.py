@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable, Iterable, Iterator
 from typing import Any, overload
 
 import numpy as np
 
 import state_core
+import state_core.engine
 from state_core import State, StateDict
 from state_core.filter import FilterLike
 
@@ -21,6 +22,7 @@ _REPR_GUARD = threading.local()
 
 def _module_children(obj: Any, path: Path) -> Iterator[tuple[Path, Any]]:
     """``(path, value)`` for the direct attributes / items of a Module or container."""
+    items: Iterable[tuple[Any, Any]]
     if isinstance(obj, dict):
         items = obj.items()
     elif isinstance(obj, (list, tuple)):
@@ -354,7 +356,7 @@ class Module:
         """
         collected = state_core.collect_states(self)
         if not include_self:
-            owned = set()
+            owned: set[int] = set()
             for _, child in _direct_children(self):
                 owned.update(id(s) for s in state_core.collect_states(child).values())
             collected = StateDict((p, s) for p, s in collected.items() if id(s) in owned)
@@ -634,6 +636,6 @@ class Module:
             return f"{type(self).__name__}(...)"
         active.add(id(self))
         try:
-            return state_core.format_fields(type(self).__name__, self._repr_fields())
+            return state_core.engine.format_fields(type(self).__name__, self._repr_fields())
         finally:
             active.discard(id(self))

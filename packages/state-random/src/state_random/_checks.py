@@ -55,10 +55,10 @@ def check_count(n: Any, name: str, fn: str, minimum: int = 0) -> int:
     """Return ``n`` as a Python int ``>= minimum``; ``TypeError``/``ValueError`` otherwise."""
     if not _is_int(n):
         raise TypeError(f"{fn}: `{name}` must be an int, got {type(n).__name__} {n!r}.")
-    n = int(n)
-    if n < minimum:
-        raise ValueError(f"{fn}: `{name}` must be >= {minimum}, got {n}.")
-    return n
+    count = int(n)
+    if count < minimum:
+        raise ValueError(f"{fn}: `{name}` must be >= {minimum}, got {count}.")
+    return count
 
 
 def check_size(size: Any, fn: str, name: str = "size") -> tuple[int, ...] | None:
@@ -229,7 +229,7 @@ def is_key(x: Any) -> bool:
     kind = type(dtype)
     if kind in _KEY_DTYPE_TYPES:  # the common case on every write-back: one set lookup
         return True
-    if isinstance(dtype, np.dtype) or not jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+    if isinstance(dtype, np.dtype) or not jnp.issubdtype(dtype, jax.dtypes.prng_key):
         return False
     _KEY_DTYPE_TYPES.add(kind)
     return True

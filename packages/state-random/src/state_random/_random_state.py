@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any
 
@@ -33,7 +33,9 @@ _SEED_MIN, _SEED_MAX = -(2**63), 2**63 - 1
 # costs ~50 ns against the ~10 us of the split itself.
 _SPLIT_LOCKS = tuple(threading.Lock() for _ in range(64))
 
-_STATE_VALUE = State.value
+# mypy reads a property through its class as the getter; at run time it is the property.
+_STATE_VALUE: property = State.value  # type: ignore[assignment]
+_set_state_value: Callable[[State[Any], Any], None] = _STATE_VALUE.fset  # type: ignore[assignment]
 
 
 @partial(jax.jit, static_argnums=1)
@@ -79,7 +81,9 @@ def check_seed(seed: Any, fn: str) -> Any:
 def entropy_key() -> jax.Array:
     """A fresh threefry key made from 64 bits of operating-system entropy."""
     data = np.frombuffer(os.urandom(8), dtype=np.uint32).copy()
-    return jax.random.wrap_key_data(data)
+    # JAX's stub says Array, but it takes NumPy data (no device transfer here).
+    key: jax.Array = jax.random.wrap_key_data(data)  # type: ignore[arg-type]
+    return key
 
 
 def key_from_seed(seed: Any) -> jax.Array:
@@ -240,7 +244,7 @@ class RandomState(UniformNormalSamplers, ContinuousSamplers, SpecialSamplers, Di
         return as_key(value, self.describe(), "value")
 
     def _set_value(self, new_value: Any) -> None:
-        _STATE_VALUE.fset(self, self._typed(new_value))
+        _set_state_value(self, self._typed(new_value))
 
     value = property(
         _STATE_VALUE.fget,
@@ -395,7 +399,7 @@ class RandomState(UniformNormalSamplers, ContinuousSamplers, SpecialSamplers, Di
                 keep, out = _split_eager(key, n)
             if backup:
                 self._backup = key
-            _STATE_VALUE.fset(self, keep)
+            _set_state_value(self, keep)
         return out
 
     def split_keys(self, n: int, backup: bool = False) -> jax.Array:
@@ -436,7 +440,7 @@ class RandomState(UniformNormalSamplers, ContinuousSamplers, SpecialSamplers, Di
                 )
             if backup:
                 self._backup = key
-            _STATE_VALUE.fset(self, jax.random.split(key, n))
+            _set_state_value(self, jax.random.split(key, n))
 
     def clone(self) -> RandomState:
         """An independent RandomState that starts from the same key.

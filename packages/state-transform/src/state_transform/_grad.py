@@ -55,7 +55,7 @@ class GradFunction(StatefulFunction, Generic[_R]):
                 )
         self.grad_states = grad_states
         self._returns_state_dict = isinstance(grad_states, StateDict)
-        self._grad_state_list: list[State] = states
+        self._grad_state_list: list[State[Any]] = states
         if argnums is None and grad_states is None:
             argnums = 0
         self.argnums = argnums
@@ -100,13 +100,13 @@ class GradFunction(StatefulFunction, Generic[_R]):
         dyn_treedef = entry.dyn_treedef
         merge = merger(entry)
 
-        def program(rw: list, ro: list, *dyn_leaves: Any) -> tuple[Any, list]:
+        def program(rw: list[Any], ro: list[Any], *dyn_leaves: Any) -> tuple[Any, list[Any]]:
             state_values = merge(rw, ro)
             dyn_args, dyn_kwargs = jax.tree.unflatten(dyn_treedef, dyn_leaves)
             grad_values = [state_values[k] for k in unique]
             diff_args = tuple(dyn_args[i] for i in arg_tuple)
 
-            def objective(g_values: list, d_args: tuple) -> tuple[Any, tuple]:
+            def objective(g_values: list[Any], d_args: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:
                 values = list(state_values)
                 for k, v in zip(unique, g_values, strict=True):
                     values[k] = v
@@ -145,7 +145,7 @@ class GradFunction(StatefulFunction, Generic[_R]):
             is_leaf=lambda x: isinstance(x, StateDict),
         )
 
-    def _assemble(self, state_grads: list, arg_grads: tuple, loss: Any, aux: Any) -> Any:
+    def _assemble(self, state_grads: list[Any], arg_grads: tuple[Any, ...], loss: Any, aux: Any) -> Any:
         if self.grad_states is not None:
             state_part = jax.tree.unflatten(self._grad_treedef, state_grads)
         if self.argnums is None:
@@ -256,7 +256,9 @@ def grad(
         Array([2., 4.], dtype=float32)
     """
     if fun is None:
-        return functools.partial(
-            grad, grad_states=grad_states, argnums=argnums, has_aux=has_aux, return_value=return_value
-        )
+
+        def decorate(f: Callable[..., Any]) -> GradFunction[Any]:
+            return GradFunction(f, grad_states, argnums, has_aux, return_value)
+
+        return decorate
     return GradFunction(fun, grad_states, argnums, has_aux, return_value)

@@ -14,13 +14,8 @@ from typing import Any
 import jax
 import jax.extend.core as jex_core
 
-from state_core import (
-    StaleTraceError,
-    State,
-    TracedCall,
-    read_state_values,
-    write_state_values,
-)
+from state_core import State
+from state_core.engine import StaleTraceError, TracedCall, read_state_values, write_state_values
 
 from ._traced_body import TracedBody, aval_str, leaf_avals, match_weak_types, same_shape_dtype
 
@@ -115,7 +110,7 @@ def state_outputs(plan: StatePlan, call: TracedCall, flat_written: Sequence[Any]
     i = 0
     for s in call.out_states:
         k = pos[id(s)]
-        n = defs[k].num_leaves
+        n = defs[k].num_leaves  # type: ignore[attr-defined]  # jaxlib PyTreeDef stub not found
         leaves = match_weak_types(flat_written[i : i + n], plan.carried_avals[k])
         new[k] = jax.tree.unflatten(defs[k], leaves)
         i += n

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import jax
 import jax.numpy as jnp
@@ -41,7 +41,7 @@ def _loop_length(xs: Any, length: int | None, who: str, what: str = "xs") -> int
     _raise_bad_lengths(xs, length, who, what)
 
 
-def _raise_bad_lengths(xs: Any, length: int | None, who: str, what: str) -> None:
+def _raise_bad_lengths(xs: Any, length: int | None, who: str, what: str) -> NoReturn:
     sizes = []
     for path, leaf in jax.tree.leaves_with_path(xs):
         shape = np.shape(leaf)

@@ -31,7 +31,7 @@ class _NewStateMapping(StatefulMapping):
         varying = entry.plan.out_varying
         i = 0
         for state, axis in zip(states, self.out_axes, strict=True):
-            n = jax.tree.structure(state._value).num_leaves
+            n = jax.tree.structure(state._value).num_leaves  # type: ignore[attr-defined]  # PyTreeDef stub
             if axis is None and any(varying[i : i + n]):
                 raise ValueError(
                     f"{self.name}: {state.describe()} is declared shared (axis None) in "

@@ -5,12 +5,12 @@ from __future__ import annotations
 import functools
 import types
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import jax
 
-from state_core import unflatten_states
+from state_core.engine import TracedCall, unflatten_states
 
 from ._loop_program import LoopProgram, StatePlan, evaluator, run_program
 from ._traced_body import TracedBody, signature_key
@@ -78,7 +78,7 @@ class RematFunction:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         body = self._body
 
-        def trace() -> list[Any]:
+        def trace() -> list[TracedCall]:
             return [body.sf.trace(*args, **kwargs)]
 
         leaves = self._dynamic(args, kwargs)
@@ -86,7 +86,7 @@ class RematFunction:
         key = None if self.static_argnums else signature_key("remat", (args, kwargs))
         return run_program([body], trace, ("remat",), self._build, (leaves,), "checkpoint", key)
 
-    def _build(self, calls: list[Any]) -> LoopProgram:
+    def _build(self, calls: Sequence[TracedCall]) -> LoopProgram:
         (call,) = calls
         plan = StatePlan([call], [call])
         run = evaluator(call)
@@ -141,7 +141,11 @@ def checkpoint(
         True
     """
     if fun is None:
-        return functools.partial(checkpoint, prevent_cse=prevent_cse, policy=policy, static_argnums=static_argnums)
+
+        def decorate(f: Callable[..., Any]) -> RematFunction:
+            return RematFunction(f, prevent_cse=prevent_cse, policy=policy, static_argnums=static_argnums)
+
+        return decorate
     return RematFunction(fun, prevent_cse=prevent_cse, policy=policy, static_argnums=static_argnums)
 
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar, overload
 
 import jax
 
-from state_core import State, unflatten_states
+from state_core import State
+from state_core.engine import TracedCall, unflatten_states
 
 from ._grad import grad
 from ._loop_program import LoopProgram, StatePlan, evaluator, run_program
@@ -90,7 +91,11 @@ def value_and_grad(
         (Array(11., dtype=float32), [Array([3., 4.], dtype=float32)])
     """
     if fun is None:
-        return functools.partial(value_and_grad, grad_states=grad_states, argnums=argnums, has_aux=has_aux)
+
+        def decorate(f: Callable[..., Any]) -> ValueAndGradFunction:
+            return ValueAndGradFunction(f, grad_states, argnums, has_aux)
+
+        return decorate
     return ValueAndGradFunction(fun, grad_states, argnums, has_aux)
 
 
@@ -152,14 +157,14 @@ class JacobianFunction:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         body = self._body
 
-        def trace() -> list:
+        def trace() -> list[TracedCall]:
             return [body.sf.trace(*args, **kwargs)]
 
         params = (self.mode, len(args))
         key = signature_key(params, (args, kwargs))
         return run_program([body], trace, params, self._build, (args, kwargs), self.mode, key)
 
-    def _build(self, calls: list) -> LoopProgram:
+    def _build(self, calls: Sequence[TracedCall]) -> LoopProgram:
         (call,) = calls
         plan = StatePlan([call], [call])
         run = evaluator(call)
@@ -172,12 +177,14 @@ class JacobianFunction:
         arg_tuple = () if argnums is None else ((argnums,) if isinstance(argnums, int) else tuple(argnums))
         has_aux, transform = self.has_aux, self._TRANSFORMS[self.mode]
 
-        def program(carried: list, invariant: list, args: tuple, kwargs: dict) -> tuple[Any, list]:
+        def program(
+            carried: list[Any], invariant: list[Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+        ) -> tuple[Any, list[Any]]:
             plan.check_stale([call], carried, invariant)
             values = [carried[k] if c else invariant[k] for c, k in positions]
             current = [values[k] if k is not None else s._value for k, s in zip(grad_at, self._states, strict=True)]
 
-            def objective(g_values: list, d_args: tuple) -> tuple[Any, tuple]:
+            def objective(g_values: list[Any], d_args: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:
                 vals = list(values)
                 for k, v in zip(grad_at, g_values, strict=True):
                     if k is not None:
@@ -199,7 +206,10 @@ class JacobianFunction:
 
     def _assemble(self, derivative: Any, value: Any, aux: Any) -> Any:
         single_arg = isinstance(self.argnums, int)
-        states_of = lambda leaves: jax.tree.unflatten(self._state_treedef, list(leaves))
+
+        def states_of(leaves: Iterable[Any]) -> Any:
+            return jax.tree.unflatten(self._state_treedef, list(leaves))
+
         if self.grad_states is not None and self.argnums is not None:
             if self.mode == "hessian":
                 result = derivative  # the full block structure ((ss, sa), (as, aa))
