@@ -6,7 +6,7 @@ import functools
 import types
 import weakref
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, overload
 
 import jax
 
@@ -201,6 +201,27 @@ class JittedFunction(StatefulFunction):
         bound_cache = self._bound
         self._bound[key] = (weakref.ref(obj, lambda _ref: bound_cache.pop(key, None)), bound)
         return bound
+
+
+# `jit(f, ...)` is the compiled function; `jit(...)` without `f` is a decorator.
+@overload
+def jit(
+    fun: Callable[..., Any],
+    static_argnums: int | Iterable[int] = (),
+    static_argnames: str | Iterable[str] = (),
+    donate_argnums: int | Iterable[int] = (),
+    donate_states: bool = False,
+    **jit_kwargs: Any,
+) -> JittedFunction: ...
+@overload
+def jit(
+    fun: None = None,
+    static_argnums: int | Iterable[int] = (),
+    static_argnames: str | Iterable[str] = (),
+    donate_argnums: int | Iterable[int] = (),
+    donate_states: bool = False,
+    **jit_kwargs: Any,
+) -> Callable[[Callable[..., Any]], JittedFunction]: ...
 
 
 def jit(
