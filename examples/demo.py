@@ -96,11 +96,12 @@ def main() -> int:
     state_random.seed(0)
     x, y = make_data(0)
 
-    ensemble = Map(Member(), init_map_size=MEMBERS, behavior="pmap", axis_name="member")
+    template = Member()  # the Map copies it; `template.predict` below runs on each copy's states
+    ensemble = Map(template, init_map_size=MEMBERS, behavior="pmap", axis_name="member")
     ensemble.init_all_states()
     train = ensemble.map("train_step", in_axes=(None, None))
 
-    losses = []
+    per_step: list[np.ndarray] = []
     step_times = []
     for step in tqdm(range(STEPS), desc="training", unit="step", file=sys.stdout, mininterval=1.0):
         if step == RESUME_AT:
@@ -109,8 +110,8 @@ def main() -> int:
         start = time.perf_counter()
         loss = jax.block_until_ready(train(x, y))
         step_times.append(time.perf_counter() - start)
-        losses.append(np.asarray(loss))
-    losses = np.stack(losses)  # (steps, members)
+        per_step.append(np.asarray(loss))
+    losses = np.stack(per_step)  # (steps, members)
     final_weights = ensemble.states(ParamState).to_values()
 
     print(
@@ -123,9 +124,11 @@ def main() -> int:
 
     # Evaluate every member on a grid: vmap2 over the members' states, no dropout.
     grid = jnp.linspace(-1.5, 1.5, 200)[:, None]
-    member_states = ensemble.dict_vmap_states[0]
+    groups = ensemble.dict_vmap_states
+    assert groups is not None  # init_all_states() made them
+    member_states = groups[0]
     evaluate = vmap2(
-        lambda g: ensemble.module.predict(g, deterministic=True),
+        lambda g: template.predict(g, deterministic=True),
         in_axes=None,
         state_in_axes={0: member_states},
         axis_size=MEMBERS,

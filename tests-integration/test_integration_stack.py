@@ -47,7 +47,10 @@ def _np(x) -> np.ndarray:
 
 
 def _lane_keys(seed: int, lanes: int):
-    """Key discipline (state-random README): ``P = split(K, B + 1)``; lane i uses ``P[1 + i]``; the state keeps ``split(P[0], 2)[1]``."""
+    """Key discipline (state-random README): ``P = split(K, B + 1)``; lane i uses ``P[1 + i]``.
+
+    The state keeps ``split(P[0], 2)[1]``.
+    """
     parts = jax.random.split(jax.random.key(seed), lanes + 1)
     return parts[1:], jax.random.split(parts[0], 2)[1]
 
@@ -175,7 +178,7 @@ def test_seed000_stateful_mapping_with_custom_pmap_and_donation():
         in_axes=0,
         out_axes=0,
         axis_name="devices",
-        mapping_fn=lambda fun, *a, **kw: jax.pmap(fun, donate_argnums=(0,), *a, **kw),
+        mapping_fn=lambda fun, *a, **kw: jax.pmap(fun, *a, donate_argnums=(0,), **kw),
         **_param_axes(),
     )
     with warnings.catch_warnings():
@@ -679,7 +682,7 @@ def test_stochastic_ensemble_trains_with_optax_adam():
     def train_step(x, y):
         grads, per_member = loss_grad(x, y)
         updates, new_opt = opt.update(grads, opt_state.value, [p.value for p in param_list])
-        for p, u in zip(param_list, updates):
+        for p, u in zip(param_list, updates, strict=True):
             p.value = p.value + u
         opt_state.value = new_opt
         return per_member
@@ -755,7 +758,7 @@ class StackedMLP(MLP):
 
     def __init__(self, stacked):
         super().__init__(*[jnp.asarray(p[0]) for p in stacked])
-        for state, value in zip((self.l1.weight, self.l1.bias, self.l2.weight, self.l2.bias), stacked):
+        for state, value in zip((self.l1.weight, self.l1.bias, self.l2.weight, self.l2.bias), stacked, strict=True):
             state.value = jnp.asarray(value)
         self.acc = state_core.ShortTermState(jnp.zeros((N_DEV, 2)))
 
@@ -828,6 +831,7 @@ def test_map_vmap_and_pmap_behaviours_agree_from_the_same_seed():
     for sv, sp in zip(
         (mv.l1.weight, mv.l1.bias, mv.l2.weight, mv.l2.bias),
         (mp.l1.weight, mp.l1.bias, mp.l2.weight, mp.l2.bias),
+        strict=True,
     ):
         assert sv.value.shape[0] == N_DEV
         assert_allclose(_np(sv.value), _np(sp.value), rtol=1e-6, atol=1e-6)

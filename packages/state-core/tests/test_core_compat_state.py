@@ -115,7 +115,7 @@ def test_hidden_state_varshape_and_num_state():
     with pytest.raises(
         ValueError, match=re.escape("HiddenState 'bad' has no single varshape: its leaves have shapes [(2,), (3,)]")
     ):
-        bad.varshape
+        _ = bad.varshape
 
 
 def test_maybe_state():

@@ -29,7 +29,7 @@ def test_been_writen_and_original_values():
 
 
 def test_get_state_values_forms():
-    trace, a, b, c = _traced()
+    trace, _a, _b, _c = _traced()
     all_values = trace.get_state_values()
     assert len(all_values) == 3
     assert_allclose(all_values[0], [13.0])
@@ -43,7 +43,7 @@ def test_get_state_values_forms():
 
 
 def test_recovery_original_values():
-    trace, a, b, c = _traced()
+    trace, a, b, _c = _traced()
     trace.recovery_original_values()
     assert_allclose(b.value, [10.0])
     assert_allclose(a.value, [1.0, 2.0])
@@ -117,7 +117,7 @@ def test_catch_new_states_tag_and_state_tag_conflict():
 
 
 def test_assign_state_vals_bad_structure_changes_nothing():
-    trace, a, b, c = _traced()
+    trace, a, b, _c = _traced()
     with pytest.raises(ValueError, match=re.escape("the value for HiddenState 'c' has pytree structure")):
         trace.assign_state_vals([jnp.array([0.5]), jnp.array([7.0, 8.0]), (1.0, 2.0)])
     assert_allclose(b.value, [13.0])

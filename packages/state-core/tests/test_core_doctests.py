@@ -6,7 +6,7 @@ import pkgutil
 
 import state_core
 
-MODULES = ["state_core"] + sorted(f"state_core.{info.name}" for info in pkgutil.iter_modules(state_core.__path__))
+MODULES = ["state_core", *sorted(f"state_core.{info.name}" for info in pkgutil.iter_modules(state_core.__path__))]
 
 
 def test_module_list_is_complete():

@@ -24,7 +24,7 @@ def _model():
 
 
 def test_get_jaxpr_accepts_call_arguments_and_traces_once():
-    w, h, step, calls = _model()
+    _w, h, step, calls = _model()
     f = StatefulFunction(step)
     x = jnp.ones(2)
     jaxpr = f.get_jaxpr(x)
@@ -39,7 +39,7 @@ def test_get_jaxpr_accepts_call_arguments_and_traces_once():
 
 
 def test_compile_if_miss_false_raises_for_a_new_signature():
-    w, h, step, calls = _model()
+    _w, _h, step, calls = _model()
     f = StatefulFunction(step, name="step")
     with pytest.raises(ValueError, match="step has no traced program for this cache key"):
         f.get_jaxpr(jnp.ones(2), compile_if_miss=False)
@@ -50,7 +50,7 @@ def test_compile_if_miss_false_raises_for_a_new_signature():
 
 
 def test_no_arguments_means_latest_trace():
-    w, h, step, calls = _model()
+    _w, _h, step, _calls = _model()
     f = StatefulFunction(step, name="step")
     with pytest.raises(ValueError, match="step has not been traced yet"):
         f.get_jaxpr()
@@ -59,7 +59,7 @@ def test_no_arguments_means_latest_trace():
 
 
 def test_out_treedef_and_shapes_by_args_and_by_cache():
-    w, h, step, calls = _model()
+    _w, _h, step, _calls = _model()
     f = StatefulFunction(step)
     x = jnp.ones(2)
     treedef = f.get_out_treedef(x)
@@ -72,7 +72,7 @@ def test_out_treedef_and_shapes_by_args_and_by_cache():
 
 
 def test_states_by_cache():
-    w, h, step, calls = _model()
+    w, h, step, _calls = _model()
     f = StatefulFunction(step)
     key = f.get_arg_cache_key(jnp.ones(2))
     f(jnp.ones(2))
@@ -83,7 +83,7 @@ def test_states_by_cache():
 
 
 def test_state_trace_flags_and_recovery():
-    w, h, step, calls = _model()
+    w, h, step, _calls = _model()
     f = StatefulFunction(step)
     trace = f.get_state_trace(jnp.ones(2))
     assert isinstance(trace, StateTraceStack)
@@ -97,7 +97,7 @@ def test_state_trace_flags_and_recovery():
 
 
 def test_cache_stats_count_signatures_and_states():
-    w, h, step, calls = _model()
+    _w, _h, step, _calls = _model()
     f = StatefulFunction(step)
     assert f.get_cache_stats()["size"] == 0
     f(jnp.ones(2))
@@ -109,7 +109,7 @@ def test_cache_stats_count_signatures_and_states():
 
 
 def test_validate_states_reports_changed_state():
-    w, h, step, calls = _model()
+    w, _h, step, _calls = _model()
     f = StatefulFunction(step, name="step")
     x = jnp.ones(2)
     f(x)
@@ -124,7 +124,7 @@ def test_validate_states_reports_changed_state():
 
 
 def test_jaxpr_call_auto_matches_compiled_call():
-    w, h, step, calls = _model()
+    _w, h, step, _calls = _model()
     f = StatefulFunction(step)
     out_auto = f.jaxpr_call_auto(jnp.array([2.0, 3.0]))
     h_auto = h.value
@@ -171,7 +171,7 @@ def test_make_jaxpr_returns_jaxpr_and_states_and_retraces():
     s.value = jnp.zeros(5)
     jaxpr2, _ = maker(1.0)  # traced afresh: sees the new shapes
     assert [str(v.aval) for v in jaxpr2.jaxpr.invars] == ["float32[5]", "float32[5]", "~float32[]"]
-    jaxpr3, shapes, states3 = make_jaxpr(f, return_shape=True)(jnp.ones(5, jnp.int32))
+    _jaxpr3, shapes, states3 = make_jaxpr(f, return_shape=True)(jnp.ones(5, jnp.int32))
     assert shapes.shape == (5,) and shapes.dtype == jnp.int32 and states3 == (s, r)
     assert_allclose(s.value, jnp.zeros(5))  # nothing ran
 
@@ -183,5 +183,5 @@ def test_make_jaxpr_static_arguments():
         for _ in range(n):
             s.value = s.value + x
 
-    jaxpr, states = make_jaxpr(f, static_argnums=1)(1.0, 3)
+    jaxpr, _states = make_jaxpr(f, static_argnums=1)(1.0, 3)
     assert [e.primitive.name for e in jaxpr.jaxpr.eqns].count("add") == 3

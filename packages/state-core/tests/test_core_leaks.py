@@ -21,7 +21,7 @@ def test_state_created_in_plain_jit_and_read_afterwards_raises_with_creation_sit
     with pytest.raises(
         StateLeakError, match=r"'born_in_jit' was created inside a traced function at .*test_core_leaks.py:\d+"
     ):
-        box["s"].value
+        _ = box["s"].value
     with pytest.raises(StateLeakError, match="born_in_jit"):
         box["s"].value = jnp.zeros(())
 
@@ -42,7 +42,7 @@ def test_state_created_inside_stateful_trace_raises_after_it():
 
     StatefulFunction(f).trace(1.0)
     with pytest.raises(StateLeakError, match="'inner' was created inside a traced function"):
-        box["s"].value
+        _ = box["s"].value
 
 
 def test_concrete_state_created_inside_a_trace_stays_usable():

@@ -193,5 +193,5 @@ def test_pickling_stays_refused_with_a_clear_message():
     s = ParamState(jnp.ones(2), name="w")
     with pytest.raises(TypeError, match=re.escape("ParamState 'w' cannot be pickled; save `state.value`")):
         pickle.dumps(s)
-    with pytest.raises(TypeError, match="use copy.deepcopy for an in-memory copy"):
+    with pytest.raises(TypeError, match=re.escape("use copy.deepcopy for an in-memory copy")):
         pickle.dumps(collect_states({"w": s}))

@@ -1,6 +1,7 @@
 """Tracing is per thread: tracers a trace swaps into states are invisible to other threads."""
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import jax
 import jax.numpy as jnp
@@ -15,17 +16,11 @@ from state_core._trace import private_state_values
 
 
 def _run_in_thread(target):
-    errors = []
-
-    def wrapped():
-        try:
-            target()
-        except BaseException as err:  # re-raised in the main thread below
-            errors.append(err)
-
-    thread = threading.Thread(target=wrapped)
-    thread.start()
-    return thread, errors
+    """Run ``target`` in a new thread; ``.result(timeout)`` on the returned future re-raises its error."""
+    pool = ThreadPoolExecutor(max_workers=1)
+    future = pool.submit(target)
+    pool.shutdown(wait=False)
+    return future
 
 
 def test_reader_thread_never_sees_a_tracer_while_another_thread_traces():
@@ -40,7 +35,7 @@ def test_reader_thread_never_sees_a_tracer_while_another_thread_traces():
         return s.value * 2
 
     sf = StatefulFunction(f)
-    tracer_thread, errors = _run_in_thread(lambda: sf.trace(1.0))
+    tracer_thread = _run_in_thread(lambda: sf.trace(1.0))
     assert in_trace.wait(30)
     seen = []
     for _ in range(2000):  # hammer the state while the trace is paused mid-function
@@ -48,8 +43,7 @@ def test_reader_thread_never_sees_a_tracer_while_another_thread_traces():
         seen.append(is_tracer(v) or is_tracer(s._value))
         assert_allclose(v, [0.0, 1.0, 2.0])
     release.set()
-    tracer_thread.join(30)
-    assert not errors, errors
+    tracer_thread.result(30)
     assert not any(seen)
     # The trace recorded the read and the write, and the state is untouched.
     entry = sf.get_traced_call()
@@ -93,9 +87,8 @@ def test_several_threads_trace_their_own_functions_and_states_at_once():
         results[i] = (entry.out_states[0] is s, float(out), np.asarray(state_values[0]), np.asarray(s.value))
 
     threads = [_run_in_thread(lambda i=i: work(i)) for i in range(n_threads)]
-    for thread, errors in threads:
-        thread.join(60)
-        assert not errors, errors
+    for thread in threads:
+        thread.result(60)
     for i in range(n_threads):
         same, out, new_value, kept = results[i]
         assert same
@@ -113,9 +106,8 @@ def test_private_values_are_dropped_at_the_end_and_blocks_nest():
             s.restore_value(jnp.full((1,), 2.0))
         assert_allclose(s.value, [2.0])  # the inner block did not drop it
         seen_elsewhere = []
-        thread, errors = _run_in_thread(lambda: seen_elsewhere.append(np.asarray(s.value)))
-        thread.join(30)
-        assert not errors
+        thread = _run_in_thread(lambda: seen_elsewhere.append(np.asarray(s.value)))
+        thread.result(30)
         assert_allclose(seen_elsewhere[0], [0.0])
     assert CTX.overlay is None and PRIVATE_THREADS[0] == 0
     assert_allclose(s.value, [0.0])
@@ -140,9 +132,8 @@ def test_eager_stack_writes_stay_visible_to_other_threads():
     with StateTraceStack():
         s.value = jnp.ones(1)
         seen = []
-        thread, errors = _run_in_thread(lambda: seen.append(np.asarray(s.value)))
-        thread.join(30)
-    assert not errors
+        thread = _run_in_thread(lambda: seen.append(np.asarray(s.value)))
+        thread.result(30)
     assert_allclose(seen[0], [1.0])
 
 

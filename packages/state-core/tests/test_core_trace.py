@@ -140,7 +140,7 @@ def test_stack_pops_on_exception():
     s = State(jnp.zeros(()), name="s")
     with pytest.raises(ZeroDivisionError), StateTraceStack() as trace:
         s.value = s.value + 1
-        1 / 0
+        _ = 1 / 0
     assert CTX.stacks == []
     assert trace.was_written(s)
     trace.restore_original_values()

@@ -44,7 +44,7 @@ def test_values_dtypes_and_leaf_types_round_trip(ckpt):
     before = {k: jax.tree.map(np.array, s.value) for k, s in states.items()}
     checkpoint.save(ckpt, states, include_default=False)
     for s in states.values():
-        s.value = jax.tree.map(lambda x: ~x if getattr(x, "dtype", None) == bool else x * 0, s.value)
+        s.value = jax.tree.map(lambda x: ~x if getattr(x, "dtype", None) == np.bool_ else x * 0, s.value)
 
     assert checkpoint.restore(ckpt, states) == {}
     for name, s in states.items():

@@ -68,7 +68,7 @@ def test_member_specific_write_to_an_init_layer_is_named():
 def test_no_warning_when_declared_in_call_state_axes():
     ens = state_nn.Map(SharedCounter(), init_map_size=2, call_state_axes={None: PathContains("steps")})
     ens.init_all_states()
-    outs, caught = _calls(ens, 2, jnp.ones((2, 2)))
+    _outs, caught = _calls(ens, 2, jnp.ones((2, 2)))
     assert caught == []
     npt.assert_allclose(ens.module.steps.value, 2.0)
 
@@ -119,7 +119,10 @@ def test_several_shared_states_are_named_in_one_warning():
     ens.init_all_states()
     with pytest.warns(
         UserWarning,
-        match=r"wrote ShortTermState 'a', ShortTermState 'b', which are shared by all 2 members, not one copy per member: they existed",
+        match=(
+            r"wrote ShortTermState 'a', ShortTermState 'b', which are shared by all 2 members, "
+            r"not one copy per member: they existed"
+        ),
     ):
         out = ens(jnp.array([1.0, 2.0]))
     npt.assert_allclose(out, [1.0, 2.0])

@@ -190,7 +190,7 @@ def test_non_callable_layers_are_rejected():
     with pytest.raises(TypeError, match="layer 1 of the extension is a NoneType"):
         net.extend([Leaf(), None])
     assert len(net) == 1
-    with pytest.raises(TypeError, match="Sequential.insert: index must be an int, got str"):
+    with pytest.raises(TypeError, match=r"Sequential\.insert: index must be an int, got str"):
         net.insert("0", Leaf())
 
 
@@ -232,7 +232,8 @@ def test_repr_shows_name_sizes_and_settings():
 def test_map_repr_shows_its_settings_after_the_module():
     ens = state_nn.Map(state_nn.Dropout(0.5), init_map_size=3)
     assert repr(ens) == (
-        "Map(\n  module=Dropout(\n    rate=0.5,\n    deterministic=False\n  ),\n  init_map_size=3,\n  behavior='vmap'\n)"
+        "Map(\n  module=Dropout(\n    rate=0.5,\n    deterministic=False\n  ),\n"
+        "  init_map_size=3,\n  behavior='vmap'\n)"
     )
 
 
@@ -250,7 +251,7 @@ def test_dropout_accepts_brainstates_keep_probability():
     assert state_nn.Dropout(prob=1.0).rate == 0.0
     with pytest.raises(ValueError, match=r"prob \(the keep probability\) must be in \(0, 1\], got 0.0"):
         state_nn.Dropout(prob=0.0)
-    with pytest.raises(TypeError, match="give rate .* or prob .*, not both"):
+    with pytest.raises(TypeError, match=r"give rate .* or prob .*, not both"):
         state_nn.Dropout(0.1, prob=0.9)
     with pytest.raises(TypeError, match=r"missing the drop probability rate"):
         state_nn.Dropout()

@@ -83,9 +83,9 @@ def test_param_value_of_int_input_is_float():
 
 
 def test_param_rejects_bad_arguments():
-    with pytest.raises(TypeError, match="Param: t must be a state_nn Transform .*got function"):
+    with pytest.raises(TypeError, match=r"Param: t must be a state_nn Transform .*got function"):
         state_nn.Param(1.0, t=lambda x: x)
-    with pytest.raises(TypeError, match="Param: reg must be a state_nn Regularization .*got float"):
+    with pytest.raises(TypeError, match=r"Param: reg must be a state_nn Regularization .*got float"):
         state_nn.Param(1.0, reg=0.1)
     with pytest.raises(TypeError, match="Param: precompute must be callable or None, got int"):
         state_nn.Param(1.0, precompute=3)

@@ -89,7 +89,7 @@ def test_ensemble_gradients_equal_each_members_own_gradient():
     for i in range(3):
         single = state_nn.Linear(3, 1, w_init=w_all[i], b_init=b_all[i])
         expected = state_transform.grad(
-            lambda x, y: _member_mse(single, x, y), grad_states=[single.weight, single.bias]
+            lambda x, y, single=single: _member_mse(single, x, y), grad_states=[single.weight, single.bias]
         )(x, y)
         assert jnp.allclose(grads[("module", "layer", "weight")][i], expected[0], atol=1e-6)
         assert jnp.allclose(grads[("module", "layer", "bias")][i], expected[1], atol=1e-6)

@@ -38,7 +38,7 @@ def test_reproducibility_after_seed():
     a = [sr.normal(size=2), sr.randint(100, size=3), sr.choice(10, size=2), sr.bernoulli(size=2)]
     sr.seed(10)
     b = [sr.normal(size=2), sr.randint(100, size=3), sr.choice(10, size=2), sr.bernoulli(size=2)]
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=True):
         assert_array_equal(np.asarray(x), np.asarray(y))
     sr.seed(11)
     assert not np.array_equal(np.asarray(sr.normal(size=2)), np.asarray(a[0]))

@@ -32,7 +32,7 @@ def test_default_draw_in_stateful_function_matches_eager():
     sr.seed(0)
     f = state_core.StatefulFunction(lambda: sr.normal(size=3))
     traced = [f() for _ in range(3)]
-    for a, b in zip(eager, traced):
+    for a, b in zip(eager, traced, strict=True):
         assert_array_equal(np.asarray(a), np.asarray(b))
     assert_array_equal(_data(sr.get_key()), eager_key)
     assert f.get_write_states() == [sr.DEFAULT]

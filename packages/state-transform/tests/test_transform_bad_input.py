@@ -57,7 +57,10 @@ def test_grad_has_aux_with_a_scalar_return_says_it_needs_a_pair():
 
     with pytest.raises(
         TypeError,
-        match=r"grad\(has_aux=True\) needs loss to return a \(value, aux\) pair, but it returned a single array of shape \(\)",
+        match=(
+            r"grad\(has_aux=True\) needs loss to return a \(value, aux\) pair, "
+            r"but it returned a single array of shape \(\)"
+        ),
     ):
         st.grad(loss, grad_states=w, has_aux=True)()
     assert_allclose(w.value, [1.0, 1.0, 1.0])

@@ -35,7 +35,7 @@ def test_cache_hit_does_not_run_user_function_or_rebuild_mapping():
 
     mapping_fn, built = counting_vmap()
     g = StatefulMapping(f, state_in_axes={0: SHORT}, state_out_axes={0: SHORT}, mapping_fn=mapping_fn)
-    for i in range(4):
+    for _ in range(4):
         out = g(jnp.ones(3))
     assert len(traces) == 1
     assert len(built) == 1

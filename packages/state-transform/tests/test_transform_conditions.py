@@ -29,7 +29,7 @@ def _branches():
 
 
 def test_cond_writes_union_and_passes_through():
-    a, b, w, left, right = _branches()
+    a, b, _w, left, right = _branches()
     assert_allclose(cond(True, left, right, 2.0), 3.0)
     assert_allclose(a.value, [6.0, 6.0])
     assert_allclose(b.value, [1.0, 1.0])
@@ -43,7 +43,7 @@ def test_cond_writes_union_and_passes_through():
 
 
 def test_cond_matches_lax_cond_under_jit_and_traces_once():
-    a, b, w, left, right = _branches()
+    a, b, _w, left, right = _branches()
     traces = []
 
     def counted(x):
@@ -64,7 +64,7 @@ def test_cond_matches_lax_cond_under_jit_and_traces_once():
 
 
 def test_eager_cond_traces_once_per_signature():
-    a, b, w, left, right = _branches()
+    _a, _b, _w, left, right = _branches()
     traces = []
 
     def counted(x):
@@ -114,7 +114,7 @@ def test_ifelse_first_true_else_last():
         ifelse([True, True], branches[:2], 1.0)
     # without the check the first true condition wins
     assert_allclose(ifelse([True, True], branches[:2], 1.0, check_cond=False), 1.0)
-    with pytest.raises(ValueError, match="2 condition.*4 branch"):
+    with pytest.raises(ValueError, match=r"2 condition.*4 branch"):
         ifelse([True, False], branches + branches[:1], 1.0)
 
 
@@ -131,7 +131,7 @@ def test_random_state_in_branch():
 
 
 def test_branch_output_mismatch_names_branches():
-    with pytest.raises(TypeError, match="true_fun returns .* false_fun returns"):
+    with pytest.raises(TypeError, match=r"true_fun returns .* false_fun returns"):
         cond(True, lambda x: x, lambda x: (x, x), 1.0)
 
 
@@ -153,7 +153,7 @@ def test_pred_must_be_scalar():
 
 
 def test_trace_failure_in_one_branch_leaves_states():
-    a, b, w, left, right = _branches()
+    a, b, _w, left, _right = _branches()
 
     def bad(x):
         b.value = b.value + 100

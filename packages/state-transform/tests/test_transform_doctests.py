@@ -6,9 +6,10 @@ import pkgutil
 
 import state_transform
 
-MODULES = ["state_transform"] + sorted(
-    f"state_transform.{info.name}" for info in pkgutil.iter_modules(state_transform.__path__)
-)
+MODULES = [
+    "state_transform",
+    *sorted(f"state_transform.{info.name}" for info in pkgutil.iter_modules(state_transform.__path__)),
+]
 
 
 def _examples(module):

@@ -254,7 +254,7 @@ def test_shape_error_during_tracing_propagates_original_type():
         return x
 
     g = vmap2(f, state_in_axes={0: SHORT}, state_out_axes={0: SHORT})
-    with pytest.raises(TypeError, match="dot_general|shape|incompatible"):
+    with pytest.raises(TypeError, match=r"dot_general|shape|incompatible"):
         g(jnp.ones((3, 2)))
     assert_allclose(np.asarray(a.value), [1.0, 2.0, 3.0])
     assert float(b.value) == 5.0
@@ -294,7 +294,7 @@ def test_failure_after_cache_hit_reports_sizes_with_their_sources():
     # On a cache hit the entry must be revalidated against the states' current avals,
     # so the size conflict is reported like on a first call (naming the state), not
     # as JAX's internal "state_values[0] / dyn_leaves" message.
-    a, other, g = _resize_setup()
+    _a, _other, g = _resize_setup()
     with pytest.raises(ValueError, match=r"(?s)argument 0: 3.*resized.*4"):
         g(jnp.ones(3))
 

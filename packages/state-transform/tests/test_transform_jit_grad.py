@@ -198,7 +198,7 @@ def test_grad_argnums_out_of_range():
 
 
 def test_grad_single_state():
-    w, b, loss = _w_loss()
+    w, _b, loss = _w_loss()
     gw = grad(loss, grad_states=w)(jnp.asarray(X0))
     assert_allclose(np.asarray(gw), X0)
     assert_allclose(np.asarray(w.value), W0)  # not modified
@@ -221,21 +221,21 @@ def test_grad_dict_of_states():
 
 
 def test_grad_states_and_argnums():
-    w, b, loss = _w_loss()
+    w, _b, loss = _w_loss()
     state_grads, arg_grad = grad(loss, grad_states=w, argnums=0)(jnp.asarray(X0))
     assert_allclose(np.asarray(state_grads), X0)
     assert_allclose(np.asarray(arg_grad), W0)
 
 
 def test_grad_state_not_used_gets_zero_gradient():
-    w, b, loss = _w_loss()
+    w, _b, loss = _w_loss()
     unused = state_core.ParamState(jnp.ones((2, 2)), name="unused")
     grads = grad(loss, grad_states=[w, unused])(jnp.asarray(X0))
     assert_allclose(np.asarray(grads[1]), np.zeros((2, 2)))
 
 
 def test_grad_has_aux():
-    w, b, loss = _w_loss()
+    w, _b, loss = _w_loss()
 
     def loss_aux(x):
         value = loss(x)
@@ -248,14 +248,14 @@ def test_grad_has_aux():
 
 
 def test_grad_return_value():
-    w, b, loss = _w_loss()
+    w, _b, loss = _w_loss()
     gw, value = grad(loss, grad_states=w, return_value=True)(jnp.asarray(X0))
     assert_allclose(np.asarray(gw), X0)
     assert_allclose(float(value), 12.0)
 
 
 def test_grad_return_value_and_has_aux():
-    w, b, loss = _w_loss()
+    w, _b, loss = _w_loss()
     f = grad(lambda x: (loss(x), x.sum()), grad_states=w, argnums=0, has_aux=True, return_value=True)
     (gw, gx), value, aux = f(jnp.asarray(X0))
     assert_allclose(np.asarray(gw), X0)
@@ -265,7 +265,7 @@ def test_grad_return_value_and_has_aux():
 
 
 def test_grad_decorator_form():
-    w, b, loss = _w_loss()
+    _w, b, loss = _w_loss()
 
     @grad(grad_states=b)
     def gb(x):
@@ -275,7 +275,7 @@ def test_grad_decorator_form():
 
 
 def test_grad_updates_states_written_inside():
-    w, b, loss = _w_loss()
+    w, _b, loss = _w_loss()
     calls = state_core.LongTermState(jnp.zeros(()), name="calls")
     running = state_core.ShortTermState(jnp.zeros(2), name="running")
 
@@ -314,7 +314,7 @@ def test_grad_states_type_check():
 
 
 def test_grad_of_jit_and_jit_of_grad():
-    w, b, loss = _w_loss()
+    w, _b, loss = _w_loss()
     g1 = jit(grad(loss, grad_states=w))
     g2 = grad(jit(loss), grad_states=w)
     assert_allclose(np.asarray(g1(jnp.asarray(X0))), X0)

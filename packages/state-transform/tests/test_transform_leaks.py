@@ -95,7 +95,7 @@ def test_state_created_inside_shard_map_read_afterwards():
     with pytest.raises(
         StateLeakError, match=r"'born_in_shard_map' was created inside a traced function at .*test_transform_leaks.py"
     ):
-        box["s"].value
+        _ = box["s"].value
 
 
 def test_state_created_inside_plain_jit_read_afterwards():
@@ -108,4 +108,4 @@ def test_state_created_inside_plain_jit_read_afterwards():
 
     f(jnp.ones(2))
     with pytest.raises(StateLeakError, match="'born_in_jit' was created inside a traced function"):
-        box["s"].value
+        _ = box["s"].value

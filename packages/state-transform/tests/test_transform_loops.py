@@ -267,7 +267,7 @@ def test_while_loop_cond_writing_state_is_an_error():
         counter.value = counter.value + 1
         return n < 3
 
-    with pytest.raises(ValueError, match="cond_fun writes .*counter"):
+    with pytest.raises(ValueError, match=r"cond_fun writes .*counter"):
         while_loop(cond, lambda n: n + 1, 0)
     assert_allclose(counter.value, 0.0)
 

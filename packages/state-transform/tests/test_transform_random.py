@@ -245,7 +245,7 @@ def test_vmap2_new_states_random_copies_differ():
 def test_vmap2_new_states_shared_random_state_is_an_error():
     state_random.seed(0)
     layer = NoisyLayer()
-    with pytest.raises(ValueError, match="differs between copies|differ"):
+    with pytest.raises(ValueError, match=r"differs between copies|differ"):
         vmap2_new_states(layer, {"size": 3}, axis_size=4, state_out_axes={None: OfType(state_core.ShortTermState)})
 
 

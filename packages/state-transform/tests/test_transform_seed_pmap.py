@@ -140,7 +140,7 @@ def test_seed000_custom_mapping_fn_pmap_with_donation():
         state_in_axes={0: OfType(state_core.ParamState)},
         state_out_axes={0: OfType(state_core.ParamState)},
         axis_name="devices",
-        mapping_fn=lambda fun, *a, **kw: jax.pmap(fun, donate_argnums=(0,), *a, **kw),
+        mapping_fn=lambda fun, *a, **kw: jax.pmap(fun, *a, donate_argnums=(0,), **kw),
     )
     custom_pmap(jnp.ones((jax.local_device_count(), 4)))
     w = model.weight.value

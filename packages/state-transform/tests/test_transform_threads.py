@@ -1,6 +1,7 @@
 """Our transforms under threads: other threads never see a trace's tracers."""
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import jax.numpy as jnp
 import numpy as np
@@ -13,17 +14,11 @@ from state_core.filter import OfType
 
 
 def _start(target):
-    errors = []
-
-    def run():
-        try:
-            target()
-        except BaseException as err:  # reported by the main thread
-            errors.append(err)
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread, errors
+    """Run ``target`` in a new thread; ``.result(timeout)`` on the returned future re-raises its error."""
+    pool = ThreadPoolExecutor(max_workers=1)
+    future = pool.submit(target)
+    pool.shutdown(wait=False)
+    return future
 
 
 def test_reader_sees_concrete_values_while_jit_and_vmap2_trace():
@@ -41,15 +36,14 @@ def test_reader_sees_concrete_values_while_jit_and_vmap2_trace():
         release.clear()
         f = transform(body)
         before = np.asarray(shared.value)
-        thread, errors = _start(lambda: f(2.0))
+        thread = _start(lambda f=f: f(2.0))
         assert in_trace.wait(30)
         for _ in range(500):
             value = shared.value
             assert not is_tracer(value)
             assert_allclose(value, before)  # the pre-call value, never the traced one
         release.set()
-        thread.join(60)
-        assert not errors, errors
+        thread.result(60)
         assert_allclose(shared.value, before * 2.0)  # the call's result, written back
 
 
@@ -74,9 +68,8 @@ def test_threads_with_their_own_states_and_functions_run_concurrently():
         results[i] = (np.asarray(count.value), np.asarray(out))
 
     threads = [_start(lambda i=i: work(i)) for i in range(n_threads)]
-    for thread, errors in threads:
-        thread.join(120)
-        assert not errors, errors
+    for thread in threads:
+        thread.result(120)
     for i in range(n_threads):
         value, out = results[i]
         assert_allclose(value, np.full(3, i + steps + 1.0))

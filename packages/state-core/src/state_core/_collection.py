@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import types
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, overload
 
 import jax
 import numpy as np
@@ -33,7 +33,7 @@ _OPAQUE = (
 )
 
 
-class StateDict(dict):
+class StateDict(dict[Path, State[Any]]):
     """An ordered ``path -> State`` mapping with filtering and splitting.
 
     Paths are tuples of attribute names, dict keys and list indices from the
@@ -61,6 +61,18 @@ class StateDict(dict):
         predicate = to_predicate(filters if len(filters) > 1 else filters[0])
         return StateDict((p, s) for p, s in self.items() if predicate(p, s))
 
+    # One StateDict per filter: the overloads let `a, b = d.split(f, ...)` keep its arity.
+    @overload
+    def split(self, first: FilterLike, /) -> tuple[StateDict]: ...
+    @overload
+    def split(self, first: FilterLike, second: FilterLike, /) -> tuple[StateDict, StateDict]: ...
+    @overload
+    def split(
+        self, first: FilterLike, second: FilterLike, third: FilterLike, /
+    ) -> tuple[StateDict, StateDict, StateDict]: ...
+    @overload
+    def split(self, *filters: FilterLike) -> tuple[StateDict, ...]: ...
+
     def split(self, *filters: FilterLike) -> tuple[StateDict, ...]:
         """Partition into one ``StateDict`` per filter; each state goes to the first match.
 
@@ -72,7 +84,7 @@ class StateDict(dict):
         predicates = [to_predicate(f) for f in filters]
         parts: list[StateDict] = [StateDict() for _ in predicates]
         for path, state in self.items():
-            for part, predicate in zip(parts, predicates):
+            for part, predicate in zip(parts, predicates, strict=True):
                 if predicate(path, state):
                     part[path] = state
                     break
@@ -124,7 +136,7 @@ class StateDict(dict):
 jax.tree_util.register_pytree_with_keys(
     StateDict,
     lambda d: (tuple((jax.tree_util.DictKey(k), v) for k, v in d.items()), tuple(d.keys())),
-    lambda keys, children: StateDict(zip(keys, children)),
+    lambda keys, children: StateDict(zip(keys, children, strict=True)),
     flatten_func=lambda d: (tuple(d.values()), tuple(d.keys())),
 )
 
@@ -141,7 +153,7 @@ def _children(obj: Any, path: Path) -> Iterator[tuple[Path, Any]]:
             return
         items = attrs.items()
     for key, child in items:
-        yield path + (key,), child
+        yield (*path, key), child
 
 
 def collect_states(root: Any, *filters: FilterLike) -> StateDict:

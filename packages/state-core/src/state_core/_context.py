@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import types
 from typing import Any
 
 __all__ = ["CTX", "GENERATION", "PRIVATE_THREADS", "PRIVATE_LOCK", "user_call_site"]
@@ -53,7 +54,7 @@ _SKIPPED_MODULES = ("state_core", "state_random", "state_transform", "state_nn",
 
 def user_call_site() -> str:
     """``file:line`` of the innermost frame that is neither ours nor JAX's."""
-    frame = sys._getframe(1)
+    frame: types.FrameType | None = sys._getframe(1)
     while frame is not None:
         module = frame.f_globals.get("__name__", "")
         if module.split(".", 1)[0] not in _SKIPPED_MODULES:

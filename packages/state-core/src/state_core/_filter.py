@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import types
+import typing
 from collections.abc import Callable, Hashable
-from typing import Any, Union
+from typing import Union
 
 import jax
 
@@ -29,8 +30,22 @@ __all__ = [
 ]
 
 Path = tuple[Hashable, ...]
-Predicate = Callable[[Path, Any], bool]
-FilterLike = Union["Filter", type, str, Callable[[Path, Any], bool], bool, "types.EllipsisType", None, tuple, list]
+"""Where a state sits in a collection: attribute names, list indices and dict keys from the root."""
+Predicate = Callable[[Path, typing.Any], bool]
+FilterLike = Union[
+    "Filter",
+    type,
+    str,
+    Callable[[Path, typing.Any], bool],
+    bool,
+    "types.EllipsisType",
+    None,
+    tuple[typing.Any, ...],
+    list[typing.Any],
+]
+"""Anything ``to_predicate`` turns into a ``Filter``: a Filter, a State class, a tag, a
+``(path, state) -> bool`` function, ``True``/``...`` (everything), ``False``/``None``
+(nothing), a tuple or list (any of its items) or a State object (that state only)."""
 
 
 class Filter:
@@ -48,14 +63,14 @@ class Filter:
 
     __module__ = "state_core.filter"
 
-    def __call__(self, path: Path, state: Any) -> bool:  # pragma: no cover - abstract
+    def __call__(self, path: Path, state: typing.Any) -> bool:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def _key(self) -> tuple:
+    def _key(self) -> tuple[typing.Any, ...]:
         raise NotImplementedError  # pragma: no cover - abstract
 
     def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and self._key() == other._key()  # type: ignore[attr-defined]
+        return type(self) is type(other) and self._key() == other._key()
 
     def __hash__(self) -> int:
         return hash((type(self).__name__, self._key()))
@@ -91,13 +106,13 @@ class OfType(Filter):
             raise TypeError(f"OfType expects a class, got {type_!r} of type {type(type_).__name__}.")
         self.type = type_
 
-    def __call__(self, path: Path, state: Any) -> bool:
+    def __call__(self, path: Path, state: typing.Any) -> bool:
         if isinstance(state, self.type):
             return True
         declared = getattr(state, "type", None)
         return isinstance(declared, type) and issubclass(declared, self.type)
 
-    def _key(self) -> tuple:
+    def _key(self) -> tuple[typing.Any, ...]:
         return (self.type,)
 
     def __repr__(self) -> str:
@@ -121,14 +136,14 @@ class WithTag(Filter):
             raise TypeError(f"WithTag expects a str tag, got {type(tag).__name__}.")
         self.tag = tag
 
-    def __call__(self, path: Path, state: Any) -> bool:
+    def __call__(self, path: Path, state: typing.Any) -> bool:
         tags = getattr(state, "tags", None)
         if tags is None:  # a state-like object with brainstate's single-string ``tag``
             tags = getattr(state, "tag", None)
             return tags == self.tag if isinstance(tags, str) else self.tag in (tags or ())
         return self.tag in tags
 
-    def _key(self) -> tuple:
+    def _key(self) -> tuple[typing.Any, ...]:
         return (self.tag,)
 
     def __repr__(self) -> str:
@@ -157,18 +172,18 @@ class PathContains(Filter):
     def __init__(self, key: Hashable) -> None:
         self.key = _plain_key(key)
 
-    def __call__(self, path: Path, state: Any) -> bool:
+    def __call__(self, path: Path, state: typing.Any) -> bool:
         key = self.key
         return any(_plain_key(entry) == key for entry in path)
 
-    def _key(self) -> tuple:
+    def _key(self) -> tuple[typing.Any, ...]:
         return (self.key,)
 
     def __repr__(self) -> str:
         return f"PathContains({self.key!r})"
 
 
-def _plain_key(entry: Any) -> Any:
+def _plain_key(entry: typing.Any) -> typing.Any:
     """The name or index inside a JAX key-path entry; other path entries unchanged."""
     entry_type = type(entry)
     if entry_type is _DictKey or entry_type is _FlattenedIndexKey:
@@ -194,10 +209,10 @@ class Any(Filter):
     def __init__(self, *filters: FilterLike) -> None:
         self.filters = tuple(to_predicate(f) for f in filters)
 
-    def __call__(self, path: Path, state: Any) -> bool:
+    def __call__(self, path: Path, state: typing.Any) -> bool:
         return any(f(path, state) for f in self.filters)
 
-    def _key(self) -> tuple:
+    def _key(self) -> tuple[typing.Any, ...]:
         return self.filters
 
     def __repr__(self) -> str:
@@ -217,10 +232,10 @@ class All(Filter):
     def __init__(self, *filters: FilterLike) -> None:
         self.filters = tuple(to_predicate(f) for f in filters)
 
-    def __call__(self, path: Path, state: Any) -> bool:
+    def __call__(self, path: Path, state: typing.Any) -> bool:
         return all(f(path, state) for f in self.filters)
 
-    def _key(self) -> tuple:
+    def _key(self) -> tuple[typing.Any, ...]:
         return self.filters
 
     def __repr__(self) -> str:
@@ -240,10 +255,10 @@ class Not(Filter):
     def __init__(self, filter: FilterLike) -> None:
         self.filter = to_predicate(filter)
 
-    def __call__(self, path: Path, state: Any) -> bool:
+    def __call__(self, path: Path, state: typing.Any) -> bool:
         return not self.filter(path, state)
 
-    def _key(self) -> tuple:
+    def _key(self) -> tuple[typing.Any, ...]:
         return (self.filter,)
 
     def __repr__(self) -> str:
@@ -260,10 +275,10 @@ class Everything(Filter):
         True
     """
 
-    def __call__(self, path: Path, state: Any) -> bool:
+    def __call__(self, path: Path, state: typing.Any) -> bool:
         return True
 
-    def _key(self) -> tuple:
+    def _key(self) -> tuple[typing.Any, ...]:
         return ()
 
     def __repr__(self) -> str:
@@ -280,10 +295,10 @@ class Nothing(Filter):
         False
     """
 
-    def __call__(self, path: Path, state: Any) -> bool:
+    def __call__(self, path: Path, state: typing.Any) -> bool:
         return False
 
-    def _key(self) -> tuple:
+    def _key(self) -> tuple[typing.Any, ...]:
         return ()
 
     def __repr__(self) -> str:
@@ -298,18 +313,18 @@ class _Callable(Filter):
     the wrapper holds the callable, so its ``id`` cannot be reused meanwhile.
     """
 
-    def __init__(self, fn: Callable[[Path, Any], bool]) -> None:
+    def __init__(self, fn: Callable[[Path, typing.Any], bool]) -> None:
         self.fn = fn
 
-    def __call__(self, path: Path, state: Any) -> bool:
+    def __call__(self, path: Path, state: typing.Any) -> bool:
         return bool(self.fn(path, state))
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is _Callable and other.fn is self.fn  # type: ignore[attr-defined]
+        return type(other) is _Callable and other.fn is self.fn
 
     __hash__ = Filter.__hash__
 
-    def _key(self) -> tuple:
+    def _key(self) -> tuple[typing.Any, ...]:
         return (id(self.fn),)
 
     def __repr__(self) -> str:
@@ -319,13 +334,13 @@ class _Callable(Filter):
 class _SameState(Filter):
     """Selects exactly one state object."""
 
-    def __init__(self, state: Any) -> None:
+    def __init__(self, state: typing.Any) -> None:
         self.state = state
 
-    def __call__(self, path: Path, state: Any) -> bool:
+    def __call__(self, path: Path, state: typing.Any) -> bool:
         return state is self.state
 
-    def _key(self) -> tuple:
+    def _key(self) -> tuple[typing.Any, ...]:
         return (id(self.state),)
 
     def __repr__(self) -> str:

@@ -84,7 +84,7 @@ class StatefulFunctionIntrospection:
         self.ir_optimizations = ir_optimizations
 
     # ------------------------------------------------------------------ lookups
-    def _traced_for(self, args: tuple, kwargs: dict) -> Any:
+    def _traced_for(self, args: tuple[Any, ...], kwargs: dict[Any, Any]) -> Any:
         """The ``TracedCall`` of a call with these arguments.
 
         ``compile_if_miss=False`` (a keyword) raises ``ValueError`` instead of tracing
@@ -169,7 +169,7 @@ class StatefulFunctionIntrospection:
         """
         return self.get_traced_call(key).out_treedef
 
-    def get_states_by_cache(self, key: Hashable) -> tuple[State, ...]:
+    def get_states_by_cache(self, key: Hashable) -> tuple[State[Any], ...]:
         """Every state accessed for ``key``, in first-access order.
 
         Example:
@@ -187,11 +187,11 @@ class StatefulFunctionIntrospection:
         """
         return tuple(self.get_traced_call(key).states)
 
-    def get_read_states_by_cache(self, key: Hashable) -> tuple[State, ...]:
+    def get_read_states_by_cache(self, key: Hashable) -> tuple[State[Any], ...]:
         """The states read but never written for ``key`` (example: ``get_states_by_cache``)."""
         return tuple(self.get_traced_call(key).read_only_states)
 
-    def get_write_states_by_cache(self, key: Hashable) -> tuple[State, ...]:
+    def get_write_states_by_cache(self, key: Hashable) -> tuple[State[Any], ...]:
         """The states written for ``key`` (example: ``get_states_by_cache``)."""
         return tuple(self.get_traced_call(key).out_states)
 
@@ -285,7 +285,7 @@ class StatefulFunctionIntrospection:
         call = self.trace(*args, **kwargs)
         values = [s.value for s in call.in_states]
         new_values, out = self.jaxpr_call(values, *args, **kwargs)
-        for state, value in zip(call.out_states, new_values):
+        for state, value in zip(call.out_states, new_values, strict=True):
             state.value = value
         return out
 
@@ -329,7 +329,7 @@ def _recorded_trace(call: Any, name: str) -> StateTraceStack:
 
 def _changed_states(call: Any) -> list[str]:
     problems = []
-    for state, expected in zip(call.in_states, call.in_state_avals):
+    for state, expected in zip(call.in_states, call.in_state_avals, strict=True):
         now = tuple(_shape_dtype(x) for x in jax.tree.leaves(state._value))
         then = tuple((sig[0], sig[1]) for sig in expected)
         if now != then:
@@ -337,7 +337,7 @@ def _changed_states(call: Any) -> list[str]:
     return problems
 
 
-def _shape_dtype(x: Any) -> tuple:
+def _shape_dtype(x: Any) -> tuple[Any, ...]:
     aval = jax.typeof(x)
     return (aval.shape, aval.dtype)
 
@@ -347,7 +347,7 @@ def make_jaxpr(
     static_argnums: int | Iterable[int] = (),
     static_argnames: str | Iterable[str] = (),
     return_shape: bool = False,
-) -> Callable[..., tuple]:
+) -> Callable[..., tuple[Any, ...]]:
     """Like ``jax.make_jaxpr``, for functions that read and write States.
 
     Returns a function that, given example arguments, traces ``fun`` afresh (so a
@@ -378,7 +378,7 @@ def make_jaxpr(
 
     stateful = StatefulFunction(fun, static_argnums, static_argnames)
 
-    def make(*args: Any, **kwargs: Any) -> tuple:
+    def make(*args: Any, **kwargs: Any) -> tuple[Any, ...]:
         stateful.clear_cache()
         call = stateful.trace(*args, **kwargs)
         states = tuple(call.states)

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import jax
 import jax.extend.core as jex_core
@@ -91,21 +92,21 @@ check_jax(jax.__version__, missing_jax_features())
 try:  # the location has been stable since the "stackless" rewrite of JAX (0.4.36)
     from jax._src import source_info_util as _source_info_util
 except ImportError:  # pragma: no cover - exercised only on an incompatible JAX
-    _source_info_util = None
+    _source_info_util = None  # type: ignore[assignment]
 
 try:  # the trace that is current when nothing is being traced
     from jax._src.core import EvalTrace as _EvalTrace
 except ImportError:  # pragma: no cover - exercised only on an incompatible JAX
-    _EvalTrace = None
+    _EvalTrace = None  # type: ignore[misc, assignment]
 
 try:  # the tracer of jax.vmap, to tell values that vary across lanes
     from jax._src.interpreters.batching import BatchTracer as _BatchTracer
 except ImportError:  # pragma: no cover - exercised only on an incompatible JAX
-    _BatchTracer = None
+    _BatchTracer = None  # type: ignore[misc, assignment]
 try:  # JAX's traceback filtering: frames of registered paths are hidden from users
     from jax._src import traceback_util as _traceback_util
 except ImportError:  # pragma: no cover - exercised only on an incompatible JAX
-    _traceback_util = None
+    _traceback_util = None  # type: ignore[assignment]
 
 try:  # the concrete array class, for a fast exact-type check on hot paths
     from jax._src.array import ArrayImpl
@@ -228,7 +229,7 @@ def hide_library_frames(module_file: str) -> None:
     shows everything again.
     """
     if _traceback_util is None:  # pragma: no cover - incompatible JAX: show every frame
-        return
+        return  # type: ignore[unreachable]  # None only on a JAX the import check rejects
     import os
 
     path = os.path.dirname(os.path.abspath(module_file))
@@ -236,8 +237,11 @@ def hide_library_frames(module_file: str) -> None:
         _traceback_util.register_exclusion(path)
 
 
-def api_boundary(fun: Any) -> Any:
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def api_boundary(fun: _F) -> _F:
     """Mark ``fun`` as a user-facing entry point: tracebacks of errors below it are filtered."""
     if _traceback_util is None:  # pragma: no cover - incompatible JAX
-        return fun
+        return fun  # type: ignore[unreachable]  # None only on a JAX the import check rejects
     return _traceback_util.api_boundary(fun)

@@ -66,7 +66,7 @@ def format_value(tree: Any) -> str:
     """
     leaves, treedef = jax.tree.flatten(tree)
     shown = [_Shown(_leaf_text(x)) for x in leaves]
-    if treedef.num_leaves == 1 and treedef.num_nodes == 1:
+    if treedef.num_leaves == 1 and treedef.num_nodes == 1:  # type: ignore[attr-defined]  # jaxlib PyTreeDef stub not found
         return shown[0].text
     return repr(jax.tree.unflatten(treedef, shown))
 

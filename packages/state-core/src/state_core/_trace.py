@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, Literal, overload
 
 import jax
 
@@ -99,16 +99,16 @@ class StateTraceStack:
 
     def __init__(self, name: str | None = None) -> None:
         self.name = name
-        self.states: list[State] = []
+        self.states: list[State[Any]] = []
         self.original_values: list[Any] = []
         self._index: dict[int, int] = {}
         self._read: set[int] = set()
         self._written: set[int] = set()
-        self._created: list[State] = []
+        self._created: list[State[Any]] = []
         self._active = False
         # Set by tracing engines: called on the first read of a state, returns the
         # value the traced code should see (typically a fresh trace input).
-        self._first_read_hook: Callable[[State], Any] | None = None
+        self._first_read_hook: Callable[[State[Any]], Any] | None = None
         self._is_jaxpr_trace = False
         self._jax_trace: Any = None  # the JAX trace that was current when the block began
 
@@ -136,9 +136,12 @@ class StateTraceStack:
         parent = CTX.stacks[-1] if CTX.stacks else None
         for state in self._created:
             state._level = level
-            if self._is_jaxpr_trace and state._leaked_at is None:
-                if any(is_tracer(x) for x in jax.tree.leaves(state._value)):
-                    state._leaked_at = state._created_at or "<unknown location>"
+            if (
+                self._is_jaxpr_trace
+                and state._leaked_at is None
+                and any(is_tracer(x) for x in jax.tree.leaves(state._value))
+            ):
+                state._leaked_at = state._created_at or "<unknown location>"
             if parent is not None:
                 parent._created.append(state)
         self._created = []
@@ -161,12 +164,12 @@ class StateTraceStack:
         ) from err
 
     # -- recording ------------------------------------------------------------------------
-    def _first_access(self, state: State) -> None:
+    def _first_access(self, state: State[Any]) -> None:
         self._index[id(state)] = len(self.states)
         self.states.append(state)
         self.original_values.append(state._value)
 
-    def _on_read(self, state: State) -> None:
+    def _on_read(self, state: State[Any]) -> None:
         key = id(state)
         if key not in self._index:
             self._first_access(state)
@@ -176,7 +179,7 @@ class StateTraceStack:
         else:
             self._read.add(key)
 
-    def _on_write(self, state: State, checked: bool = False) -> None:
+    def _on_write(self, state: State[Any], checked: bool = False) -> None:
         if not checked and self._jax_trace is not None and CTX.stacks[-1] is self:
             self._check_write_trace(state)
         key = id(state)
@@ -190,7 +193,7 @@ class StateTraceStack:
                 self._first_access(state)
         self._written.add(key)
 
-    def _check_write_trace(self, state: State) -> None:
+    def _check_write_trace(self, state: State[Any]) -> None:
         # A write recorded here must happen in the JAX trace this block runs in. In a
         # plain (not state-aware) transformation nested inside it, such as the body of
         # jax.lax.scan, the new value is that transformation's tracer and would escape.
@@ -210,15 +213,21 @@ class StateTraceStack:
     def __contains__(self, state: object) -> bool:
         return id(state) in self._index
 
-    def was_written(self, state: State) -> bool:
+    def was_written(self, state: State[Any]) -> bool:
         """True if ``state`` was written inside the block."""
         return id(state) in self._written
 
-    def was_read(self, state: State) -> bool:
+    def was_read(self, state: State[Any]) -> bool:
         """True if ``state`` was read inside the block."""
         return id(state) in self._read
 
-    def get_read_states(self, replace_writen: bool = False) -> list[State | None]:
+    # Written slots become None only with replace_writen=True.
+    @overload
+    def get_read_states(self, replace_writen: Literal[False] = False) -> list[State[Any]]: ...
+    @overload
+    def get_read_states(self, replace_writen: bool) -> list[State[Any] | None]: ...
+
+    def get_read_states(self, replace_writen: bool = False) -> list[State[Any]] | list[State[Any] | None]:
         """States that were read and never written, in first-access order.
 
         With ``replace_writen=True`` every recorded state keeps its slot, written
@@ -228,7 +237,13 @@ class StateTraceStack:
             return [None if id(s) in self._written else s for s in self.states]
         return [s for s in self.states if id(s) not in self._written]
 
-    def get_write_states(self, replace_read: bool = False) -> list[State | None]:
+    # Read-only slots become None only with replace_read=True.
+    @overload
+    def get_write_states(self, replace_read: Literal[False] = False) -> list[State[Any]]: ...
+    @overload
+    def get_write_states(self, replace_read: bool) -> list[State[Any] | None]: ...
+
+    def get_write_states(self, replace_read: bool = False) -> list[State[Any]] | list[State[Any] | None]:
         """States that were written (and possibly read), in first-access order.
 
         With ``replace_read=True`` every recorded state keeps its slot, read-only
@@ -248,7 +263,7 @@ class StateTraceStack:
 
     def restore_original_values(self) -> None:
         """Put back the value every recorded state had at its first access."""
-        for state, value in zip(self.states, self.original_values):
+        for state, value in zip(self.states, self.original_values, strict=True):
             state.restore_value(value)
 
     # -- brainstate-compatible queries and updates ----------------------------------------
@@ -269,7 +284,7 @@ class StateTraceStack:
         return [id(s) in self._written for s in self.states]
 
     @property
-    def original_state_values(self) -> tuple:
+    def original_state_values(self) -> tuple[Any, ...]:
         """The value each recorded state had at its first access, in first-access order.
 
         Example:
@@ -303,11 +318,11 @@ class StateTraceStack:
             return tuple(values)
         flags = self.been_writen
         if replace:
-            writes = tuple(v if w else None for v, w in zip(values, flags))
-            reads = tuple(None if w else v for v, w in zip(values, flags))
+            writes = tuple(v if w else None for v, w in zip(values, flags, strict=True))
+            reads = tuple(None if w else v for v, w in zip(values, flags, strict=True))
         else:
-            writes = tuple(v for v, w in zip(values, flags) if w)
-            reads = tuple(v for v, w in zip(values, flags) if not w)
+            writes = tuple(v for v, w in zip(values, flags, strict=True) if w)
+            reads = tuple(v for v, w in zip(values, flags, strict=True) if not w)
         return writes, reads
 
     def recovery_original_values(self) -> None:
@@ -324,7 +339,7 @@ class StateTraceStack:
         """
         self.restore_original_values()
 
-    def state_subset(self, state_type: Any) -> list[State]:
+    def state_subset(self, state_type: Any) -> list[State[Any]]:
         """The recorded states matched by ``state_type`` (a State class or any filter).
 
         Example:
@@ -361,14 +376,14 @@ class StateTraceStack:
                 "`trace.states` order."
             )
         # Check every structure first, so a bad value leaves all states untouched.
-        for state, value in zip(self.states, state_vals):
-            if jax.tree.structure(value) != jax.tree.structure(state._value):
+        for state, value in zip(self.states, state_vals, strict=True):
+            if jax.tree.structure(value) != jax.tree.structure(state._value):  # type: ignore[operator]  # PyTreeDef stub
                 raise ValueError(
                     f"assign_state_vals: the value for {state.describe()} has pytree structure "
                     f"{jax.tree.structure(value)} but the state holds "
                     f"{jax.tree.structure(state._value)}; no state was changed."
                 )
-        for state, value in zip(self.states, state_vals):
+        for state, value in zip(self.states, state_vals, strict=True):
             if id(state) in self._written:
                 state.value = value
             else:
@@ -395,7 +410,7 @@ class StateTraceStack:
         for trace in traces:
             if not isinstance(trace, StateTraceStack):
                 raise TypeError(f"StateTraceStack.merge expects StateTraceStack objects, got {type(trace).__name__}.")
-            for state, original in zip(trace.states, trace.original_values):
+            for state, original in zip(trace.states, trace.original_values, strict=True):
                 key = id(state)
                 if key not in self._index:
                     self._index[key] = len(self.states)
@@ -429,17 +444,17 @@ class NewStateCatcher:
 
     def __init__(self, tag: str | Iterable[str] | None, exclude: FilterLike = None) -> None:
         self.tag = tag
-        self.states: list[State] = []
+        self.states: list[State[Any]] = []
         self._exclude = to_predicate(exclude)
 
-    def _add(self, state: State) -> None:
+    def _add(self, state: State[Any]) -> None:
         if self._exclude((), state):
             return
         if self.tag is not None:
             state.add_tag(*((self.tag,) if isinstance(self.tag, str) else self.tag))
         self.states.append(state)
 
-    def get_by_tag(self, tag: str) -> list[State]:
+    def get_by_tag(self, tag: str) -> list[State[Any]]:
         """The caught states that carry ``tag``.
 
         Example:
@@ -455,7 +470,7 @@ class NewStateCatcher:
     def __getitem__(self, index: Any) -> Any:
         return self.states[index]
 
-    def get_states(self) -> list[State]:
+    def get_states(self) -> list[State[Any]]:
         """The created states, in creation order."""
         return list(self.states)
 
@@ -463,7 +478,7 @@ class NewStateCatcher:
         """The current values of the created states."""
         return [s._value for s in self.states]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[State[Any]]:
         return iter(self.states)
 
     def __len__(self) -> int:

@@ -12,6 +12,7 @@ orbax is imported on first use only, so ``import state_nn`` stays light.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -19,6 +20,7 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 import state_core
@@ -84,7 +86,7 @@ class _LeafInfo:
 
 
 def _is_key(x: Any) -> bool:
-    return isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+    return isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
 
 
 def _leaf_info(leaf: Any, path: Path, where: str, fn: str) -> _LeafInfo:
@@ -118,12 +120,12 @@ class _Entry:
     leaves: list[_LeafInfo]
 
 
-def _describe_value(path: Path, state: State, fn: str) -> tuple[_Entry, list[Any], Any]:
+def _describe_value(path: Path, state: State[Any], fn: str) -> tuple[_Entry, list[Any], Any]:
     """The entry, the leaves and the treedef of ``state``'s current value."""
     with_path, treedef = jax.tree_util.tree_flatten_with_path(state.value)
     wheres = [jax.tree_util.keystr(kp) for kp, _ in with_path]
     leaves = [leaf for _, leaf in with_path]
-    infos = [_leaf_info(leaf, path, f" at {w}" if w else "", fn) for w, leaf in zip(wheres, leaves)]
+    infos = [_leaf_info(leaf, path, f" at {w}" if w else "", fn) for w, leaf in zip(wheres, leaves, strict=True)]
     return _Entry(path, type(state).__name__, [], wheres, infos), leaves, treedef
 
 
@@ -146,7 +148,7 @@ def _target_states(target: Any, filters: tuple[FilterLike, ...], with_default: b
             f"{fn}: `target` ({type(target).__name__}) holds no State; pass the Module, StateDict "
             "or dict of States to checkpoint."
         )
-    for path, state in states.items():
+    for path in states:
         for key in path:
             if isinstance(key, bool) or not isinstance(key, (str, int)):
                 raise TypeError(
@@ -175,7 +177,7 @@ def _check_no_trace(fn: str) -> None:
         )
 
 
-def _resolve(path: str | os.PathLike, fn: str) -> str:
+def _resolve(path: str | os.PathLike[str], fn: str) -> str:
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"{fn}: `path` must be a str or os.PathLike, got {type(path).__name__}.")
     return os.path.abspath(os.fspath(path))
@@ -195,16 +197,14 @@ def _versions() -> dict[str, str]:
         "state-transform": state_transform.__version__,
         "jax": jax.__version__,
     }
-    try:
+    with contextlib.suppress(importlib.metadata.PackageNotFoundError):  # orbax imported from a source tree
         found["orbax-checkpoint"] = importlib.metadata.version("orbax-checkpoint")
-    except importlib.metadata.PackageNotFoundError:  # orbax imported from a source tree
-        pass
     return found
 
 
 # ---------------------------------------------------------------------- save
 def save(
-    path: str | os.PathLike,
+    path: str | os.PathLike[str],
     target: Any,
     *filters: FilterLike,
     include_default: bool = True,
@@ -268,7 +268,7 @@ def save(
     entries = []
     for i, (state_path, state) in enumerate(states.items()):
         entry, leaves, _ = _describe_value(state_path, state, fn)
-        for j, (info, leaf) in enumerate(zip(entry.leaves, leaves)):
+        for j, (info, leaf) in enumerate(zip(entry.leaves, leaves, strict=True)):
             name = f"s{i}_{j}"
             entry.names.append(name)
             if info.kind == "key":
@@ -314,7 +314,7 @@ def _entry_to_json(entry: _Entry) -> dict[str, Any]:
         "type": entry.type_name,
         "leaves": [
             {"name": n, "where": w, "kind": i.kind, "shape": list(i.shape), "dtype": i.dtype, "pytype": i.pytype}
-            for n, w, i in zip(entry.names, entry.wheres, entry.leaves)
+            for n, w, i in zip(entry.names, entry.wheres, entry.leaves, strict=True)
         ],
     }
 
@@ -359,7 +359,7 @@ def _read_meta(ocp: Any, directory: str, fn: str, strict: bool = True) -> dict[s
     return meta
 
 
-def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
+def read_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Describe the checkpoint at ``path`` without reading its arrays.
 
     Returns a dict with ``format_version``, ``versions`` (package versions that
@@ -390,7 +390,7 @@ def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------- restore
 def restore(
-    path: str | os.PathLike,
+    path: str | os.PathLike[str],
     target: Any,
     *filters: FilterLike,
     include_default: bool | None = None,
@@ -460,8 +460,8 @@ def restore(
     for entry in saved.values():
         for name in entry.names:
             item[name] = restore_args[name] = ocp.PLACEHOLDER
-    for state_path, (state, stored, current, _) in plan.items():
-        for name, info, leaf in zip(stored.names, stored.leaves, current):
+    for state_path, (_, stored, current, _) in plan.items():
+        for name, info, leaf in zip(stored.names, stored.leaves, current, strict=True):
             if isinstance(leaf, jax.Array):
                 sharding = explicit.get(state_path) or _sharding_of(leaf)
                 shape = info.shape + ((_key_data_width(leaf),) if info.kind == "key" else ())
@@ -478,8 +478,11 @@ def restore(
         )["values"]
 
     new_values = {}
-    for state_path, (state, stored, current, treedef) in plan.items():
-        leaves = [_rebuild(read[name], info, leaf) for name, info, leaf in zip(stored.names, stored.leaves, current)]
+    for state_path, (_, stored, current, treedef) in plan.items():
+        leaves = [
+            _rebuild(read[name], info, leaf)
+            for name, info, leaf in zip(stored.names, stored.leaves, current, strict=True)
+        ]
         new_values[state_path] = jax.tree.unflatten(treedef, leaves)
     # Everything is read and checked: only now touch the target.
     for state_path, value in new_values.items():
@@ -489,7 +492,7 @@ def restore(
 
 def _plan(
     states: StateDict, saved: dict[Path, _Entry], partial: bool, directory: str, fn: str
-) -> dict[Path, tuple[State, _Entry, list[Any], Any]]:
+) -> dict[Path, tuple[State[Any], _Entry, list[Any], Any]]:
     """Match every target state to its saved entry; one ValueError listing all mismatches."""
     plan = {}
     missing: list[Path] = []
@@ -507,7 +510,7 @@ def _plan(
                 f"{entry.wheres[:_MAX_LISTED]}"
             )
             continue
-        for where, want, have in zip(entry.wheres, entry.leaves, stored.leaves):
+        for where, want, have in zip(entry.wheres, entry.leaves, stored.leaves, strict=True):
             if not want.matches(have):
                 problems.append(
                     f"state {_show(state_path)!r}{where}: saved {have.describe()}, target holds {want.describe()}"

@@ -22,10 +22,7 @@ Initializer = Callable[..., Any]
 
 def _initial_value(init: Initializer | Any, shape: tuple[int, ...], dtype: Any, what: str) -> jax.Array:
     """``init(key, shape, dtype)`` with a key from ``state_random``, or a given array."""
-    if callable(init):
-        value = init(state_random.split_key(), shape, dtype)
-    else:
-        value = jnp.asarray(init, dtype=dtype)
+    value = init(state_random.split_key(), shape, dtype) if callable(init) else jnp.asarray(init, dtype=dtype)
     if tuple(jnp.shape(value)) != tuple(shape):
         raise ValueError(f"{what} must have shape {shape}, got {tuple(jnp.shape(value))}.")
     return value
@@ -50,8 +47,9 @@ class Linear(Module):
     draw), or arrays of the right shape.
 
     Args:
-        in_size, out_size: the input and output feature sizes (an int, or a
-            tuple whose last entry is the feature size); stored as tuples.
+        in_size: the input feature size (an int, or a tuple whose last entry is
+            the feature size); stored as a tuple.
+        out_size: the output feature size, like ``in_size``.
         w_init: weight initialiser; default LeCun normal
             (``jax.nn.initializers.lecun_normal()``).
         b_init: bias initialiser; default zeros.
@@ -113,11 +111,12 @@ class Linear(Module):
                    [8.]], dtype=float32)
         """
         x = jnp.asarray(x)
-        n_in = self.in_size[-1]
+        in_size, out_size = self.in_size, self.out_size
+        assert in_size is not None and out_size is not None  # set by __init__; Module declares them optional
+        n_in = in_size[-1]
         if x.ndim == 0 or x.shape[-1] != n_in:
             raise ValueError(
-                f"Linear({n_in}, {self.out_size[-1]}) expects inputs whose last axis has size "
-                f"{n_in}, got shape {x.shape}."
+                f"Linear({n_in}, {out_size[-1]}) expects inputs whose last axis has size {n_in}, got shape {x.shape}."
             )
         y = x @ self.weight.value
         if self.bias is not None:

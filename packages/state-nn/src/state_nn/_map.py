@@ -226,8 +226,8 @@ class Map(Module):
         init_state_axes: ``{axis: filter}`` placing new states on an axis other
             than 0, or ``None`` (shared). Default: every new state on axis 0.
         state_tag: a tag added to every state created by ``init_all_states``.
-        in_axes, out_axes: as in ``jax.vmap``, for ``update``'s positional
-            arguments and result.
+        in_axes: as in ``jax.vmap``, for ``update``'s positional arguments.
+        out_axes: as in ``jax.vmap``, for ``update``'s result.
         axis_name: the mapped axis' name, for collectives such as ``lax.pmean``.
         spmd_axis_name: passed to ``jax.vmap`` (ignored with ``'pmap'`` and ``'shard'``).
         call_state_axes: ``{axis: filter}`` overriding where states are mapped
@@ -526,8 +526,9 @@ class Map(Module):
         Args:
             fn: the name of a method of the module, or a function
                 ``fn(module, *args, **kwargs)``.
-            in_axes, out_axes: as in ``jax.vmap`` (positional arguments / result);
-                keyword arguments are shared by all members.
+            in_axes: as in ``jax.vmap``, for the positional arguments; keyword
+                arguments are shared by all members.
+            out_axes: as in ``jax.vmap``, for the result.
             axis_name: the axis name for collectives; ``None`` uses the Map's.
             state_axes: ``{axis: filter}`` entries that override where states are
                 mapped (default: the Map's ``call_state_axes``); the member states

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Hashable, Iterator
-from typing import Any
+from collections.abc import Hashable, Iterable, Iterator
+from typing import Any, overload
 
 import numpy as np
 
 import state_core
+import state_core.engine
 from state_core import State, StateDict
 from state_core.filter import FilterLike
 
@@ -21,6 +22,7 @@ _REPR_GUARD = threading.local()
 
 def _module_children(obj: Any, path: Path) -> Iterator[tuple[Path, Any]]:
     """``(path, value)`` for the direct attributes / items of a Module or container."""
+    items: Iterable[tuple[Any, Any]]
     if isinstance(obj, dict):
         items = obj.items()
     elif isinstance(obj, (list, tuple)):
@@ -28,7 +30,7 @@ def _module_children(obj: Any, path: Path) -> Iterator[tuple[Path, Any]]:
     else:
         items = getattr(obj, "__dict__", {}).items()
     for key, value in items:
-        yield path + (key,), value
+        yield (*path, key), value
 
 
 def _walk_modules(root: Module) -> list[tuple[Path, Module]]:
@@ -121,7 +123,7 @@ def _format_size(size: Any, what: str, module: Any) -> tuple[int, ...] | None:
     if size is None:
         return None
     if _is_int(size):
-        dims: tuple = (size,)
+        dims: tuple[Any, ...] = (size,)
     elif isinstance(size, (tuple, list)) and all(_is_int(d) for d in size):
         dims = tuple(size)
     else:
@@ -305,6 +307,22 @@ class Module:
         return self(other)
 
     # ------------------------------------------------------------------ states
+    # No filter or one filter: one StateDict; several: a tuple with one StateDict per filter.
+    @overload
+    def states(self, *, include_self: bool = True) -> StateDict: ...
+    @overload
+    def states(self, first: FilterLike, /, *, include_self: bool = True) -> StateDict: ...
+    @overload
+    def states(
+        self, first: FilterLike, second: FilterLike, /, *, include_self: bool = True
+    ) -> tuple[StateDict, StateDict]: ...
+    @overload
+    def states(
+        self, first: FilterLike, second: FilterLike, third: FilterLike, /, *, include_self: bool = True
+    ) -> tuple[StateDict, StateDict, StateDict]: ...
+    @overload
+    def states(self, *filters: FilterLike, include_self: bool = True) -> StateDict | tuple[StateDict, ...]: ...
+
     def states(self, *filters: FilterLike, include_self: bool = True) -> StateDict | tuple[StateDict, ...]:
         """The module's states as a ``state_core.StateDict`` (``path -> State``).
 
@@ -338,7 +356,7 @@ class Module:
         """
         collected = state_core.collect_states(self)
         if not include_self:
-            owned = set()
+            owned: set[int] = set()
             for _, child in _direct_children(self):
                 owned.update(id(s) for s in state_core.collect_states(child).values())
             collected = StateDict((p, s) for p, s in collected.items() if id(s) in owned)
@@ -449,7 +467,7 @@ class Module:
         below = {id(s) for s in self.states(state_core.ParamState, include_self=False).values()}
         return StateDict((p, s) for p, s in params.items() if id(s) not in below)
 
-    def parameters(self, recurse: bool = True) -> list[State]:
+    def parameters(self, recurse: bool = True) -> list[State[Any]]:
         """The ``ParamState`` objects of ``named_parameters(recurse)``, in the same order.
 
         Example:
@@ -581,7 +599,7 @@ class Module:
         """
         self._run_hooks("reset_all_states", "reset_state", args, kwargs)
 
-    def _run_hooks(self, owner: str, hook: str, args: tuple, kwargs: dict) -> None:
+    def _run_hooks(self, owner: str, hook: str, args: tuple[Any, ...], kwargs: dict[Any, Any]) -> None:
         base = getattr(Module, owner)
         for module in _hook_order(self, owner):
             if module is not self and getattr(type(module), owner) is not base:
@@ -618,6 +636,6 @@ class Module:
             return f"{type(self).__name__}(...)"
         active.add(id(self))
         try:
-            return state_core.format_fields(type(self).__name__, self._repr_fields())
+            return state_core.engine.format_fields(type(self).__name__, self._repr_fields())
         finally:
             active.discard(id(self))

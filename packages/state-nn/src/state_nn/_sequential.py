@@ -41,7 +41,7 @@ def _check_layer(layer: Any, where: str) -> None:
         )
 
 
-def _chain_sizes(layers: list) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
+def _chain_sizes(layers: list[Any]) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
     """``(in_size, out_size)`` of a chain; raises if two known neighbouring sizes disagree.
 
     A plain function or an ``ElementWiseBlock`` keeps the size it is given; any
@@ -113,7 +113,7 @@ class Sequential(Module):
             return cls(*left.layers, right)
         return cls(left, right)
 
-    def _set_layers(self, layers: list) -> None:
+    def _set_layers(self, layers: list[Any]) -> None:
         # Check the whole new chain before changing anything.
         self._in_size, self._out_size = _chain_sizes(layers)
         self.layers[:] = layers
@@ -148,7 +148,7 @@ class Sequential(Module):
             (2, (3,))
         """
         _check_layer(layer, "the appended layer")
-        self._set_layers(self.layers + [layer])
+        self._set_layers([*self.layers, layer])
         return self
 
     def extend(self, layers: Iterable[Callable[..., Any]]) -> Sequential:
@@ -208,6 +208,6 @@ class Sequential(Module):
             else:
                 entries.append(getattr(layer, "__name__", type(layer).__name__))
         if not entries:
-            return fields + [("layers", "[]")]
+            return [*fields, ("layers", "[]")]
         body = ",\n".join("  " + e.replace("\n", "\n  ") for e in entries)
-        return fields + [("layers", f"[\n{body}\n]")]
+        return [*fields, ("layers", f"[\n{body}\n]")]

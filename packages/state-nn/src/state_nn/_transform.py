@@ -111,8 +111,9 @@ class ClipT(Transform):
     flow through a clipped element (its derivative is 0).
 
     Args:
-        lower, upper: the bounds (scalars or arrays broadcastable to the
-            parameter); ``lower`` must be below ``upper``.
+        lower: the lower bound (a scalar or an array broadcastable to the
+            parameter); must be below ``upper``.
+        upper: the upper bound, like ``lower``.
 
     Example:
         >>> import jax.numpy as jnp

@@ -27,7 +27,7 @@ def vonmises_centered(key: jax.Array, kappa: Any, shape: tuple[int, ...], dtype:
     rho = (tau - jnp.sqrt(2.0 * tau)) / (2.0 * k)
     r = (1.0 + rho * rho) / (2.0 * rho)
 
-    def body(carry: tuple) -> tuple:
+    def body(carry: tuple[Any, ...]) -> tuple[Any, ...]:
         key, done, f = carry
         key, sub = jax.random.split(key)
         u1, u2 = jax.random.uniform(sub, (2, *shape), dtype)
@@ -53,7 +53,7 @@ def zipf(key: jax.Array, a: Any, shape: tuple[int, ...], dtype: Any) -> jax.Arra
     b = 2.0**am1
     top = float(np.iinfo(np.dtype(dtype)).max)
 
-    def body(carry: tuple) -> tuple:
+    def body(carry: tuple[Any, ...]) -> tuple[Any, ...]:
         key, done, out = carry
         key, sub = jax.random.split(key)
         u, v = jax.random.uniform(sub, (2, *shape), jnp.float32)
@@ -76,7 +76,7 @@ def hypergeometric(
     n = jnp.broadcast_to(jnp.asarray(nsample, jnp.float32), shape)
     steps = jnp.max(n) if n.size else jnp.float32(0)
 
-    def body(carry: tuple) -> tuple:
+    def body(carry: tuple[Any, ...]) -> tuple[Any, ...]:
         i, key, good_left, total_left, count = carry
         key, sub = jax.random.split(key)
         u = jax.random.uniform(sub, shape, jnp.float32)

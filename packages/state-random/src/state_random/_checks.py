@@ -55,10 +55,10 @@ def check_count(n: Any, name: str, fn: str, minimum: int = 0) -> int:
     """Return ``n`` as a Python int ``>= minimum``; ``TypeError``/``ValueError`` otherwise."""
     if not _is_int(n):
         raise TypeError(f"{fn}: `{name}` must be an int, got {type(n).__name__} {n!r}.")
-    n = int(n)
-    if n < minimum:
-        raise ValueError(f"{fn}: `{name}` must be >= {minimum}, got {n}.")
-    return n
+    count = int(n)
+    if count < minimum:
+        raise ValueError(f"{fn}: `{name}` must be >= {minimum}, got {count}.")
+    return count
 
 
 def check_size(size: Any, fn: str, name: str = "size") -> tuple[int, ...] | None:
@@ -126,9 +126,8 @@ def as_param(x: Any, name: str, fn: str) -> Any:
     if isinstance(x, float):
         if x != x:
             raise ValueError(f"{fn}: `{name}` is NaN; pass a number.")
-    elif isinstance(x, (np.ndarray, np.floating)) and np.issubdtype(x.dtype, np.inexact):
-        if np.isnan(x).any():
-            raise ValueError(f"{fn}: `{name}` contains NaN; pass finite values.")
+    elif isinstance(x, (np.ndarray, np.floating)) and np.issubdtype(x.dtype, np.inexact) and np.isnan(x).any():
+        raise ValueError(f"{fn}: `{name}` contains NaN; pass finite values.")
     return x
 
 
@@ -230,7 +229,7 @@ def is_key(x: Any) -> bool:
     kind = type(dtype)
     if kind in _KEY_DTYPE_TYPES:  # the common case on every write-back: one set lookup
         return True
-    if isinstance(dtype, np.dtype) or not jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+    if isinstance(dtype, np.dtype) or not jnp.issubdtype(dtype, jax.dtypes.prng_key):
         return False
     _KEY_DTYPE_TYPES.add(kind)
     return True
@@ -310,7 +309,7 @@ def probability(x: Any, name: str, fn: str) -> None:
     check_values(x, name, fn, lambda a: (a >= 0) & (a <= 1), "a probability in [0, 1]")
 
 
-def loc_scale(fn: str, loc: Any, scale: Any, size: Any, dtype: Any) -> tuple:
+def loc_scale(fn: str, loc: Any, scale: Any, size: Any, dtype: Any) -> tuple[Any, ...]:
     """Validated ``(loc, scale, shape, dtype)`` of a location/scale sampler (``None`` = 0 / 1)."""
     dt = float_dtype(dtype, fn)
     loc = 0.0 if loc is None else as_param(loc, "loc", fn)

@@ -18,7 +18,9 @@ from ._checks import Size, as_param, check_size, float_dtype, loc_scale, nonneg,
 __all__ = ["ContinuousSamplers"]
 
 
-def _one_param(fn: str, x: Any, name: str, size: Size, dtype: Any, check: Callable[..., None] | None) -> tuple:
+def _one_param(
+    fn: str, x: Any, name: str, size: Size, dtype: Any, check: Callable[..., None] | None
+) -> tuple[Any, ...]:
     dt = float_dtype(dtype, fn)
     x = as_param(x, name, fn)
     if check is not None:
@@ -26,7 +28,7 @@ def _one_param(fn: str, x: Any, name: str, size: Size, dtype: Any, check: Callab
     return x, out_shape(check_size(size, fn), fn, shape_of(x)), dt
 
 
-def _standard(fn: str, size: Size, dtype: Any) -> tuple:
+def _standard(fn: str, size: Size, dtype: Any) -> tuple[Any, ...]:
     return check_size(size, fn) or (), float_dtype(dtype, fn)
 
 

@@ -427,7 +427,7 @@ class DiscreteSamplers:
             if isinstance(a, (list, tuple, np.ndarray)):
                 arr = np.asarray(a) if not isinstance(a, np.ndarray) else a
                 if arr.dtype.kind not in "biufc":
-                    items, a = arr, None
+                    items, a = arr, None  # type: ignore[assignment]  # `a` is now the items, not a count
             if a is not None:
                 a = as_param(a, "a", fn)
             ashape = shape_of(items if a is None else a)

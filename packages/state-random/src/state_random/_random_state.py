@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any
 
@@ -33,7 +33,9 @@ _SEED_MIN, _SEED_MAX = -(2**63), 2**63 - 1
 # costs ~50 ns against the ~10 us of the split itself.
 _SPLIT_LOCKS = tuple(threading.Lock() for _ in range(64))
 
-_STATE_VALUE = State.value
+# mypy reads a property through its class as the getter; at run time it is the property.
+_STATE_VALUE: property = State.value  # type: ignore[assignment]
+_set_state_value: Callable[[State[Any], Any], None] = _STATE_VALUE.fset  # type: ignore[assignment]
 
 
 @partial(jax.jit, static_argnums=1)
@@ -79,7 +81,9 @@ def check_seed(seed: Any, fn: str) -> Any:
 def entropy_key() -> jax.Array:
     """A fresh threefry key made from 64 bits of operating-system entropy."""
     data = np.frombuffer(os.urandom(8), dtype=np.uint32).copy()
-    return jax.random.wrap_key_data(data)
+    # JAX's stub says Array, but it takes NumPy data (no device transfer here).
+    key: jax.Array = jax.random.wrap_key_data(data)  # type: ignore[arg-type]
+    return key
 
 
 def key_from_seed(seed: Any) -> jax.Array:
@@ -99,13 +103,17 @@ def as_key(value: Any, fn: str, name: str = "key", allow_batch: bool = True) -> 
             raise ValueError(f"{fn}: `{name}` must be a single key, got a key array of shape {value.shape}.")
         return value
     dtype = getattr(value, "dtype", None)
-    if dtype is not None and hasattr(value, "shape") and not isinstance(value, (bool, int, float)):
-        if np.dtype(dtype) == np.uint32:
-            shape = tuple(value.shape)
-            if len(shape) >= 1 and shape[-1] == 2 and (allow_batch or len(shape) == 1):
-                return jax.random.wrap_key_data(value)
-            wanted = "(2,) or (..., 2)" if allow_batch else "(2,)"
-            raise ValueError(f"{fn}: raw uint32 key data for `{name}` must have shape {wanted}, got shape {shape}.")
+    if (
+        dtype is not None
+        and hasattr(value, "shape")
+        and not isinstance(value, (bool, int, float))
+        and np.dtype(dtype) == np.uint32
+    ):
+        shape = tuple(value.shape)
+        if len(shape) >= 1 and shape[-1] == 2 and (allow_batch or len(shape) == 1):
+            return jax.random.wrap_key_data(value)
+        wanted = "(2,) or (..., 2)" if allow_batch else "(2,)"
+        raise ValueError(f"{fn}: raw uint32 key data for `{name}` must have shape {wanted}, got shape {shape}.")
     raise TypeError(
         f"{fn}: `{name}` must be a typed PRNG key (jax.random.key) or raw uint32 key data "
         f"(jax.random.PRNGKey), got {type(value).__name__} "
@@ -125,7 +133,7 @@ def key_from_seed_or_key(value: Any, fn: str, name: str = "seed_or_key") -> jax.
     )
 
 
-class RandomState(UniformNormalSamplers, ContinuousSamplers, SpecialSamplers, DiscreteSamplers, State):
+class RandomState(UniformNormalSamplers, ContinuousSamplers, SpecialSamplers, DiscreteSamplers, State[Any]):
     """A ``State`` holding a JAX PRNG key, with NumPy-style samplers as methods.
 
     Every draw splits the key: ``parts = jax.random.split(K, 2)``, the state keeps
@@ -139,7 +147,10 @@ class RandomState(UniformNormalSamplers, ContinuousSamplers, SpecialSamplers, Di
             key data of shape ``(2,)`` / ``(..., 2)`` (wrapped with
             ``jax.random.wrap_key_data``). Anything else is a ``TypeError``
             (wrong-shaped raw data: ``ValueError``).
-        name, tag, strict, **metadata: as for ``state_core.State``.
+        name: as for ``state_core.State``.
+        tag: as for ``state_core.State``.
+        strict: as for ``state_core.State``.
+        **metadata: as for ``state_core.State``.
 
     Keys for ``None`` and int seeds are created lazily, on first use, so creating a
     RandomState (including the module-level ``DEFAULT``) never initialises the JAX
@@ -233,7 +244,7 @@ class RandomState(UniformNormalSamplers, ContinuousSamplers, SpecialSamplers, Di
         return as_key(value, self.describe(), "value")
 
     def _set_value(self, new_value: Any) -> None:
-        _STATE_VALUE.fset(self, self._typed(new_value))
+        _set_state_value(self, self._typed(new_value))
 
     value = property(
         _STATE_VALUE.fget,
@@ -388,7 +399,7 @@ class RandomState(UniformNormalSamplers, ContinuousSamplers, SpecialSamplers, Di
                 keep, out = _split_eager(key, n)
             if backup:
                 self._backup = key
-            _STATE_VALUE.fset(self, keep)
+            _set_state_value(self, keep)
         return out
 
     def split_keys(self, n: int, backup: bool = False) -> jax.Array:
@@ -429,7 +440,7 @@ class RandomState(UniformNormalSamplers, ContinuousSamplers, SpecialSamplers, Di
                 )
             if backup:
                 self._backup = key
-            _STATE_VALUE.fset(self, jax.random.split(key, n))
+            _set_state_value(self, jax.random.split(key, n))
 
     def clone(self) -> RandomState:
         """An independent RandomState that starts from the same key.

@@ -32,7 +32,7 @@ from ._checks import (
 __all__ = ["SpecialSamplers"]
 
 
-def _noncentral_chisquare(key: jax.Array, df: Any, nonc: Any, shape: tuple, dt: Any) -> jax.Array:
+def _noncentral_chisquare(key: jax.Array, df: Any, nonc: Any, shape: tuple[Any, ...], dt: Any) -> jax.Array:
     # df > 1: chi2(df - 1) + (N + sqrt(nonc))**2; otherwise the Poisson mixture
     # chi2(df + 2 * Poisson(nonc / 2)). Both are exact; the first avoids the mixture.
     kp, kn, kg = jax.random.split(key, 3)

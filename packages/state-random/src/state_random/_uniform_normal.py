@@ -39,7 +39,8 @@ def _like_float_dtype(x: Any, dtype: Any, fn: str) -> np.dtype:
         return float_dtype(dtype, fn)
     own = getattr(x, "dtype", None)
     if own is not None and jnp.issubdtype(own, jnp.floating):
-        return np.dtype(own)
+        found: np.dtype[Any] = np.dtype(own)
+        return found
     return float_dtype(None, fn)
 
 
@@ -213,7 +214,8 @@ class UniformNormalSamplers:
             positive(scale, "scale", fn)
             check_less(lower, upper, ("lower", "upper"), fn)
             _check_loc_near(lower, upper, loc, scale, fn)
-        a, b = (lower - loc) / scale, (upper - loc) / scale
+        # All four are numbers or arrays after as_param; mypy keeps the declared (bool-including) union.
+        a, b = (lower - loc) / scale, (upper - loc) / scale  # type: ignore[operator]
         return jax.random.truncated_normal(self._key(key, fn), a, b, shape, dt) * scale + loc
 
     def lognormal(

@@ -48,7 +48,7 @@ def normalize_state_axes(spec: Any, what: str) -> StateAxes:
         ) from None
 
 
-def first_match(rules: Iterable[tuple[Any, Filter]], path: tuple, state: Any, default: Any = None) -> Any:
+def first_match(rules: Iterable[tuple[Any, Filter]], path: tuple[Any, ...], state: Any, default: Any = None) -> Any:
     """The value paired with the first filter that matches ``(path, state)``, else ``default``."""
     for value, predicate in rules:
         if predicate(path, state):
@@ -56,7 +56,7 @@ def first_match(rules: Iterable[tuple[Any, Filter]], path: tuple, state: Any, de
     return default
 
 
-def _per_arg_axes(in_axes: Any, num_args: int) -> tuple:
+def _per_arg_axes(in_axes: Any, num_args: int) -> tuple[Any, ...]:
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)
     if isinstance(in_axes, tuple):
@@ -77,7 +77,7 @@ def _per_arg_axes(in_axes: Any, num_args: int) -> tuple:
     raise ValueError(f"in_axes must be an int, None or a tuple, got {in_axes!r}.")
 
 
-def check_axis(axis: Any, ndim: int, where: str, shape: tuple) -> int | None:
+def check_axis(axis: Any, ndim: int, where: str, shape: tuple[Any, ...]) -> int | None:
     """Validate an axis for a value of ``ndim`` dimensions; return it non-negative."""
     if axis is None:
         return None
@@ -94,9 +94,9 @@ def check_axis(axis: Any, ndim: int, where: str, shape: tuple) -> int | None:
 def leaf_in_axes(
     in_axes: Any,
     args: Sequence[Any],
-    kwargs: dict,
+    kwargs: dict[Any, Any],
     static_positions: frozenset[int],
-) -> tuple[list, list[str], list[int | None]]:
+) -> tuple[list[Any], list[str], list[int | None]]:
     """One axis, one label and one positional index (None for keywords) per dynamic leaf.
 
     ``args`` holds every positional argument (statics included) so that a tuple
@@ -104,30 +104,36 @@ def leaf_in_axes(
     as in ``jax.vmap``.
     """
     per_arg = _per_arg_axes(in_axes, len(args))
-    axes: list = []
+    axes: list[Any] = []
     labels: list[str] = []
     positions: list[int | None] = []
-    for i, (arg, prefix) in enumerate(zip(args, per_arg)):
+    for i, (arg, prefix) in enumerate(zip(args, per_arg, strict=True)):
         if i in static_positions:
             continue
         try:
-            pairs: list = []
-            jax.tree.map(lambda ax, sub: pairs.append((ax, sub)), prefix, arg, is_leaf=lambda x: x is None)
+            pairs = _pair_with_prefix(prefix, arg)
         except ValueError as err:
             raise ValueError(
                 f"in_axes entry {prefix!r} for positional argument {i} does not match the argument's structure: {err}"
             ) from None
         for ax, sub in pairs:
-            for path, leaf in jax.tree.leaves_with_path(sub):
+            for path, _ in jax.tree.leaves_with_path(sub):
                 labels.append(f"argument {i}{jax.tree_util.keystr(path)}")
                 axes.append(ax)
                 positions.append(i)
     for name, value in kwargs.items():
-        for path, leaf in jax.tree.leaves_with_path(value):
+        for path, _ in jax.tree.leaves_with_path(value):
             labels.append(f"keyword argument '{name}'{jax.tree_util.keystr(path)}")
             axes.append(0)
             positions.append(None)
     return axes, labels, positions
+
+
+def _pair_with_prefix(prefix: Any, arg: Any) -> list[tuple[Any, Any]]:
+    """``(axis, subtree)`` for every leaf of the ``in_axes`` prefix tree ``prefix`` over ``arg``."""
+    pairs: list[tuple[Any, Any]] = []
+    jax.tree.map(lambda ax, sub: pairs.append((ax, sub)), prefix, arg, is_leaf=lambda x: x is None)
+    return pairs
 
 
 def remove_axis(aval: Any, axis: int | None) -> Any:
@@ -149,7 +155,7 @@ def check_out_axes(out_axes: Any, out_shapes: Any, name: str) -> None:
     dimension, so its axis must lie in ``[-(ndim + 1), ndim]``. A structure that
     does not match is left for the mapping primitive to report.
     """
-    pairs: list = []
+    pairs: list[Any] = []
     try:
         jax.tree_util.tree_map_with_path(
             lambda at, ax, sub: pairs.append((at, ax, sub)), out_axes, out_shapes, is_leaf=lambda x: x is None

@@ -22,7 +22,7 @@ __all__ = ["cond", "switch", "ifelse"]
 def _check_same_outputs(calls: Sequence[Any], names: Sequence[str], who: str) -> None:
     first = calls[0]
     ref = [(s.shape, s.dtype) for s in jax.tree.leaves(first.out_shapes)]
-    for call, name in zip(calls[1:], names[1:]):
+    for call, name in zip(calls[1:], names[1:], strict=True):
         got = [(s.shape, s.dtype) for s in jax.tree.leaves(call.out_shapes)]
         if call.out_treedef != first.out_treedef or got != ref:
             raise TypeError(
@@ -40,14 +40,16 @@ def _branch_program(calls: Sequence[Any], kind: str, who: str) -> LoopProgram:
         call, run, gather = calls[k], runs[k], gathers[k]
         n_out = call.n_out_leaves
 
-        def fn(carried: list, invariant: list, operands: tuple) -> tuple[Any, list]:
+        def fn(carried: list[Any], invariant: list[Any], operands: tuple[Any, ...]) -> tuple[Any, list[Any]]:
             flat = run(*gather(carried, invariant), *jax.tree.leaves((operands, {})))
             out = jax.tree.unflatten(call.out_treedef, flat[:n_out])
             return out, state_outputs(plan, call, flat[n_out:], carried)
 
         return fn
 
-    def program(carried: list, invariant: list, selector: Any, operands: tuple) -> tuple[Any, list]:
+    def program(
+        carried: list[Any], invariant: list[Any], selector: Any, operands: tuple[Any, ...]
+    ) -> tuple[Any, list[Any]]:
         plan.check_stale(calls, carried, invariant)
         check_carry_avals(plan, calls, carried, who)
         fns = [branch(k) for k in range(len(calls))]
@@ -62,11 +64,16 @@ def _branch_program(calls: Sequence[Any], kind: str, who: str) -> LoopProgram:
 
 
 def _run_branches(
-    kind: str, selector: Any, funs: Sequence[Callable], names: Sequence[str], operands: tuple, who: str
+    kind: str,
+    selector: Any,
+    funs: Sequence[Callable[..., Any]],
+    names: Sequence[str],
+    operands: tuple[Any, ...],
+    who: str,
 ) -> Any:
-    bodies = [traced_body(f, f"{who}: {name}") for f, name in zip(funs, names)]
+    bodies = [traced_body(f, f"{who}: {name}") for f, name in zip(funs, names, strict=True)]
 
-    def trace() -> list:
+    def trace() -> list[Any]:
         calls = [b.sf.trace(*operands) for b in bodies]
         _check_same_outputs(calls, names, who)
         return calls

@@ -16,7 +16,7 @@ _REDUCING_COLLECTIVES = frozenset(
 _CALL_PRIMITIVES = frozenset({"pjit", "jit", "closed_call", "core_call", "remat", "checkpoint"})
 
 
-def _axes_of(params: dict) -> tuple:
+def _axes_of(params: dict[Any, Any]) -> tuple[Any, ...]:
     axes = params.get("axes", params.get("axis_name", ()))
     if not isinstance(axes, (tuple, list)):
         axes = (axes,)
@@ -41,7 +41,7 @@ def varying_outputs(jaxpr: Any, varying_inputs: Sequence[bool], axis_name: Hasha
     calls are analysed recursively; other higher-order primitives are treated
     conservatively (varying if any input varies, or if they read the lane index).
     """
-    varying: set[Any] = {v for v, m in zip(jaxpr.invars, varying_inputs) if m}
+    varying: set[Any] = {v for v, m in zip(jaxpr.invars, varying_inputs, strict=True) if m}
 
     def is_varying(atom: Any) -> bool:
         return not isinstance(atom, jex_core.Literal) and atom in varying
@@ -61,7 +61,7 @@ def varying_outputs(jaxpr: Any, varying_inputs: Sequence[bool], axis_name: Hasha
             subs = list(jex_core.jaxprs_in_params(eqn.params))
             lane_dependent = axis_name is not None and any(_mentions_axis_index(s, axis_name) for s in subs)
             outs = [any(inputs) or lane_dependent] * len(eqn.outvars)
-        for var, out in zip(eqn.outvars, outs):
+        for var, out in zip(eqn.outvars, outs, strict=True):
             if out:
                 varying.add(var)
     return [is_varying(v) for v in jaxpr.outvars]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Generic, Literal, TypeVar, overload
 
 import jax
 import jax.extend.core as jex_core
@@ -15,12 +15,15 @@ from state_core.engine import TracedCall, api_boundary, merger, unflatten_states
 
 __all__ = ["grad", "GradFunction"]
 
+# What calling a GradFunction returns: grads, (grads, loss), (grads, aux) or (grads, loss, aux).
+_R = TypeVar("_R", covariant=True)
+
 
 def _is_state(x: Any) -> bool:
     return isinstance(x, State)
 
 
-class GradFunction(StatefulFunction):
+class GradFunction(StatefulFunction, Generic[_R]):
     """The callable ``grad`` returns; see ``grad`` for the calling convention.
 
     Example:
@@ -52,12 +55,13 @@ class GradFunction(StatefulFunction):
                 )
         self.grad_states = grad_states
         self._returns_state_dict = isinstance(grad_states, StateDict)
-        self._grad_state_list: list[State] = states
+        self._grad_state_list: list[State[Any]] = states
         if argnums is None and grad_states is None:
             argnums = 0
         self.argnums = argnums
         self.has_aux = has_aux
         self.return_value = return_value
+
         functools.update_wrapper(self, fun, updated=())
 
     def _compile(self, entry: TracedCall) -> Callable[..., Any]:
@@ -96,18 +100,18 @@ class GradFunction(StatefulFunction):
         dyn_treedef = entry.dyn_treedef
         merge = merger(entry)
 
-        def program(rw: list, ro: list, *dyn_leaves: Any) -> tuple[Any, list]:
+        def program(rw: list[Any], ro: list[Any], *dyn_leaves: Any) -> tuple[Any, list[Any]]:
             state_values = merge(rw, ro)
             dyn_args, dyn_kwargs = jax.tree.unflatten(dyn_treedef, dyn_leaves)
             grad_values = [state_values[k] for k in unique]
             diff_args = tuple(dyn_args[i] for i in arg_tuple)
 
-            def objective(g_values: list, d_args: tuple) -> tuple[Any, tuple]:
+            def objective(g_values: list[Any], d_args: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:
                 values = list(state_values)
-                for k, v in zip(unique, g_values):
+                for k, v in zip(unique, g_values, strict=True):
                     values[k] = v
                 args = list(dyn_args)
-                for i, a in zip(arg_tuple, d_args):
+                for i, a in zip(arg_tuple, d_args, strict=True):
                     args[i] = a
                 leaves = [leaf for v in values for leaf in jax.tree.leaves(v)]
                 leaves += jax.tree.leaves((tuple(args), dyn_kwargs))
@@ -121,14 +125,14 @@ class GradFunction(StatefulFunction):
             )
             state_grads = [
                 g_states[slot[k]] if k is not None else jax.tree.map(lambda z: jnp.zeros(z.shape, z.dtype), zero)
-                for k, zero in zip(grad_index, zeros)
+                for k, zero in zip(grad_index, zeros, strict=True)
             ]
             return (self._assemble(state_grads, g_args, loss, aux), written)
 
         return jax.jit(program)
 
     @api_boundary
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> _R:
         result = super().__call__(*args, **kwargs)
         if not self._returns_state_dict:
             return result
@@ -141,7 +145,7 @@ class GradFunction(StatefulFunction):
             is_leaf=lambda x: isinstance(x, StateDict),
         )
 
-    def _assemble(self, state_grads: list, arg_grads: tuple, loss: Any, aux: Any) -> Any:
+    def _assemble(self, state_grads: list[Any], arg_grads: tuple[Any, ...], loss: Any, aux: Any) -> Any:
         if self.grad_states is not None:
             state_part = jax.tree.unflatten(self._grad_treedef, state_grads)
         if self.argnums is None:
@@ -158,13 +162,69 @@ class GradFunction(StatefulFunction):
         return grads
 
 
+# The overloads give each calling convention its own return type: a decorator
+# factory without ``fun``; with ``fun``, a GradFunction whose call returns grads,
+# (grads, loss), (grads, aux) or (grads, loss, aux) by has_aux / return_value.
+@overload
+def grad(
+    fun: None = None,
+    grad_states: Any = None,
+    argnums: int | Sequence[int] | None = None,
+    has_aux: bool = False,
+    return_value: bool = False,
+) -> Callable[[Callable[..., Any]], GradFunction[Any]]: ...
+@overload
+def grad(
+    fun: Callable[..., Any],
+    grad_states: Any = None,
+    argnums: int | Sequence[int] | None = None,
+    has_aux: Literal[False] = False,
+    return_value: Literal[False] = False,
+) -> GradFunction[Any]: ...
+@overload
+def grad(
+    fun: Callable[..., Any],
+    grad_states: Any = None,
+    argnums: int | Sequence[int] | None = None,
+    has_aux: Literal[False] = False,
+    *,
+    return_value: Literal[True],
+) -> GradFunction[tuple[Any, Any]]: ...
+@overload
+def grad(
+    fun: Callable[..., Any],
+    grad_states: Any = None,
+    argnums: int | Sequence[int] | None = None,
+    *,
+    has_aux: Literal[True],
+    return_value: Literal[False] = False,
+) -> GradFunction[tuple[Any, Any]]: ...
+@overload
+def grad(
+    fun: Callable[..., Any],
+    grad_states: Any = None,
+    argnums: int | Sequence[int] | None = None,
+    *,
+    has_aux: Literal[True],
+    return_value: Literal[True],
+) -> GradFunction[tuple[Any, Any, Any]]: ...
+@overload
+def grad(
+    fun: Callable[..., Any],
+    grad_states: Any = None,
+    argnums: int | Sequence[int] | None = None,
+    has_aux: bool = False,
+    return_value: bool = False,
+) -> GradFunction[Any]: ...
+
+
 def grad(
     fun: Callable[..., Any] | None = None,
     grad_states: Any = None,
     argnums: int | Sequence[int] | None = None,
     has_aux: bool = False,
     return_value: bool = False,
-) -> GradFunction | Callable[[Callable[..., Any]], GradFunction]:
+) -> GradFunction[Any] | Callable[[Callable[..., Any]], GradFunction[Any]]:
     """Differentiate a scalar-valued ``fun`` with respect to States and/or arguments.
 
     Args:
@@ -196,7 +256,9 @@ def grad(
         Array([2., 4.], dtype=float32)
     """
     if fun is None:
-        return functools.partial(
-            grad, grad_states=grad_states, argnums=argnums, has_aux=has_aux, return_value=return_value
-        )
+
+        def decorate(f: Callable[..., Any]) -> GradFunction[Any]:
+            return GradFunction(f, grad_states, argnums, has_aux, return_value)
+
+        return decorate
     return GradFunction(fun, grad_states, argnums, has_aux, return_value)

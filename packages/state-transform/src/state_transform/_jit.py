@@ -6,7 +6,7 @@ import functools
 import types
 import weakref
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, overload
 
 import jax
 
@@ -253,6 +253,25 @@ def _placer(
         return values, leaves
 
     return place
+# `jit(f, ...)` is the compiled function; `jit(...)` without `f` is a decorator.
+@overload
+def jit(
+    fun: Callable[..., Any],
+    static_argnums: int | Iterable[int] = (),
+    static_argnames: str | Iterable[str] = (),
+    donate_argnums: int | Iterable[int] = (),
+    donate_states: bool = False,
+    **jit_kwargs: Any,
+) -> JittedFunction: ...
+@overload
+def jit(
+    fun: None = None,
+    static_argnums: int | Iterable[int] = (),
+    static_argnames: str | Iterable[str] = (),
+    donate_argnums: int | Iterable[int] = (),
+    donate_states: bool = False,
+    **jit_kwargs: Any,
+) -> Callable[[Callable[..., Any]], JittedFunction]: ...
 
 
 def jit(

@@ -14,8 +14,8 @@ __all__ = ["give_lanes_their_keys", "advance_keys"]
 
 
 def give_lanes_their_keys(
-    values: list, split_positions: Sequence[int], num_lanes: int, axis_name: Hashable
-) -> tuple[list, list]:
+    values: list[Any], split_positions: Sequence[int], num_lanes: int, axis_name: Hashable
+) -> tuple[list[Any], list[Any]]:
     """Replace the single keys at ``split_positions`` by this lane's key.
 
     Runs inside the mapped function: every lane splits the same key into
@@ -34,9 +34,9 @@ def give_lanes_their_keys(
     return values, next_keys
 
 
-def advance_keys(states: Sequence[State], keys: Sequence[Any], num_lanes: int | None) -> None:
+def advance_keys(states: Sequence[State[Any]], keys: Sequence[Any], num_lanes: int | None) -> None:
     """Leave each RandomState with the key a successful call would have left."""
     if active_trace_stacks() or num_lanes is None:
         return  # under an outer trace the outer transformation decides
-    for state, key in zip(states, keys):
+    for state, key in zip(states, keys, strict=True):
         state.restore_value(split_for_lanes(key, num_lanes)[1])

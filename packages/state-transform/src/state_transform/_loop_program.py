@@ -7,19 +7,15 @@ first carry), states it only reads are passed once as loop invariants.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import jax
 import jax.extend.core as jex_core
 
-from state_core import (
-    StaleTraceError,
-    State,
-    TracedCall,
-    read_state_values,
-    write_state_values,
-)
+from state_core import State
+from state_core.engine import StaleTraceError, TracedCall, read_state_values, write_state_values
 
 from ._traced_body import TracedBody, aval_str, leaf_avals, match_weak_types, same_shape_dtype
 
@@ -32,14 +28,14 @@ class StatePlan:
     __slots__ = ("carried", "invariant", "carried_avals", "_pos")
 
     def __init__(self, writers: Sequence[TracedCall], readers: Sequence[TracedCall]) -> None:
-        carried: list[State] = []
+        carried: list[State[Any]] = []
         seen: set[int] = set()
         for call in writers:
             for s in call.out_states:
                 if id(s) not in seen:
                     seen.add(id(s))
                     carried.append(s)
-        invariant: list[State] = []
+        invariant: list[State[Any]] = []
         for call in readers:
             for s in call.in_states:
                 if id(s) not in seen:
@@ -49,17 +45,17 @@ class StatePlan:
         self.invariant = invariant
         self._pos = {id(s): (True, k) for k, s in enumerate(carried)}
         self._pos.update({id(s): (False, k) for k, s in enumerate(invariant)})
-        self.carried_avals: list[tuple] = []
+        self.carried_avals: list[tuple[Any, ...]] = []
 
-    def position(self, state: State) -> tuple[bool, int]:
+    def position(self, state: State[Any]) -> tuple[bool, int]:
         """``(is_carried, index)`` of ``state`` in the carried or the invariant values."""
         return self._pos[id(state)]
 
-    def inputs_of(self, call: TracedCall) -> Callable[[Sequence[Any], Sequence[Any]], list]:
+    def inputs_of(self, call: TracedCall) -> Callable[[Sequence[Any], Sequence[Any]], list[Any]]:
         """A function ``(carried values, invariant values) -> input state leaves of call``."""
         where = [self._pos[id(s)] for s in call.in_states]
 
-        def gather(carried: Sequence[Any], invariant: Sequence[Any]) -> list:
+        def gather(carried: Sequence[Any], invariant: Sequence[Any]) -> list[Any]:
             leaves: list[Any] = []
             for is_carried, k in where:
                 leaves.extend(jax.tree.leaves(carried[k] if is_carried else invariant[k]))
@@ -70,14 +66,14 @@ class StatePlan:
     def check_stale(self, calls: Sequence[TracedCall], carried: Sequence[Any], invariant: Sequence[Any]) -> None:
         """Raise ``StaleTraceError`` if a state changed shape/dtype since ``calls`` were traced."""
         for call in calls:
-            for s, expected in zip(call.in_states, call.in_state_avals):
+            for s, expected in zip(call.in_states, call.in_state_avals, strict=True):
                 is_carried, k = self._pos[id(s)]
                 value = carried[k] if is_carried else invariant[k]
                 if not same_shape_dtype(leaf_avals(value), expected):
                     raise StaleTraceError()
 
 
-def written_avals(call: TracedCall) -> list[tuple]:
+def written_avals(call: TracedCall) -> list[tuple[Any, ...]]:
     """Per written state of ``call``: the ``leaf_avals`` of the value the body writes."""
     avals = call.closed_jaxpr.out_avals[call.n_out_leaves :]
     result = []
@@ -95,7 +91,7 @@ def check_carry_avals(plan: StatePlan, writers: Sequence[TracedCall], carried: S
     plan.carried_avals = before
     pos = {id(s): k for k, s in enumerate(plan.carried)}
     for call in writers:
-        for s, after in zip(call.out_states, written_avals(call)):
+        for s, after in zip(call.out_states, written_avals(call), strict=True):
             k = pos[id(s)]
             if not same_shape_dtype(before[k], after):
                 raise ValueError(
@@ -106,7 +102,7 @@ def check_carry_avals(plan: StatePlan, writers: Sequence[TracedCall], carried: S
                 )
 
 
-def state_outputs(plan: StatePlan, call: TracedCall, flat_written: Sequence[Any], carried: Sequence[Any]) -> list:
+def state_outputs(plan: StatePlan, call: TracedCall, flat_written: Sequence[Any], carried: Sequence[Any]) -> list[Any]:
     """New value of every carried state after ``call`` ran (unwritten ones pass through)."""
     new = list(carried)
     defs = [jax.tree.structure(v) for v in carried]
@@ -114,7 +110,7 @@ def state_outputs(plan: StatePlan, call: TracedCall, flat_written: Sequence[Any]
     i = 0
     for s in call.out_states:
         k = pos[id(s)]
-        n = defs[k].num_leaves
+        n = defs[k].num_leaves  # type: ignore[attr-defined]  # jaxlib PyTreeDef stub not found
         leaves = match_weak_types(flat_written[i : i + n], plan.carried_avals[k])
         new[k] = jax.tree.unflatten(defs[k], leaves)
         i += n
@@ -132,7 +128,7 @@ class LoopProgram:
         self.calls = tuple(calls)
 
 
-def evaluator(call: TracedCall) -> Callable[..., list]:
+def evaluator(call: TracedCall) -> Callable[..., list[Any]]:
     """``run(*state_leaves, *arg_leaves) -> flat outputs`` of a traced call."""
     return jex_core.jaxpr_as_fun(call.closed_jaxpr)
 
@@ -158,7 +154,7 @@ def run_program(
         program = bodies[0].fast_program(fast_key, bodies) if fast_key is not None else None
         if program is None:
             calls = trace()
-            program = bodies[0].program(calls, params, lambda: build(calls))
+            program = bodies[0].program(calls, params, functools.partial(build, calls))
             if fast_key is not None and all(c.cacheable for c in calls):
                 bodies[0].remember(fast_key, bodies, program)
         plan = program.plan

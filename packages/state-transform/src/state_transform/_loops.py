@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import jax
 import jax.numpy as jnp
@@ -41,7 +41,7 @@ def _loop_length(xs: Any, length: int | None, who: str, what: str = "xs") -> int
     _raise_bad_lengths(xs, length, who, what)
 
 
-def _raise_bad_lengths(xs: Any, length: int | None, who: str, what: str) -> None:
+def _raise_bad_lengths(xs: Any, length: int | None, who: str, what: str) -> NoReturn:
     sizes = []
     for path, leaf in jax.tree.leaves_with_path(xs):
         shape = np.shape(leaf)
@@ -87,11 +87,11 @@ def _scan_program(
     out_treedef = call.out_treedef
     report = progress_reporter(bar, length) if bar is not None else None
 
-    def program(carried: list, invariant: list, init: Any, xs: Any) -> tuple[Any, list]:
+    def program(carried: list[Any], invariant: list[Any], init: Any, xs: Any) -> tuple[Any, list[Any]]:
         plan.check_stale([call], carried, invariant)
         check_carry_avals(plan, [call], carried, who)
 
-        def step(carry: tuple, x: Any) -> tuple[tuple, Any]:
+        def step(carry: tuple[Any, ...], x: Any) -> tuple[tuple[Any, ...], Any]:
             i, user_carry, states = carry
             if kind == "scan":
                 arg_leaves = jax.tree.leaves(((user_carry, x), {}))
@@ -139,7 +139,7 @@ def _run_scan(
     bar = as_progress_bar(progress_bar, who)
     unroll = _check_unroll(unroll, who)
 
-    def trace() -> list:
+    def trace() -> list[Any]:
         if kind == "scan":
             spec = (init, jax.tree.map(slice_spec, xs))
         elif kind == "for":
@@ -304,7 +304,7 @@ def fori_loop(
     body = traced_body(body_fun, "fori_loop: body_fun")
     spec = (jax.ShapeDtypeStruct((), dtype), init_val)
 
-    def trace() -> list:
+    def trace() -> list[Any]:
         return [body.sf.trace(*spec)]
 
     def build(calls: Sequence[Any]) -> LoopProgram:
@@ -340,7 +340,7 @@ def while_loop(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any], i
     cond_body = traced_body(cond_fun, f"{who}: cond_fun")
     body = traced_body(body_fun, f"{who}: body_fun")
 
-    def trace() -> list:
+    def trace() -> list[Any]:
         cond_call = cond_body.sf.trace(init_val)
         if cond_call.out_states:
             names = ", ".join(s.describe() for s in cond_call.out_states)
@@ -371,17 +371,17 @@ def _while_program(calls: Sequence[Any], kind: str, who: str) -> LoopProgram:
     n_out = body_call.n_out_leaves
     out_treedef = body_call.out_treedef
 
-    def program(carried: list, invariant: list, init: Any, *bounds: Any) -> tuple[Any, list]:
+    def program(carried: list[Any], invariant: list[Any], init: Any, *bounds: Any) -> tuple[Any, list[Any]]:
         plan.check_stale(calls, carried, invariant)
         check_carry_avals(plan, [body_call], carried, who)
 
-        def cond(carry: tuple) -> Any:
+        def cond(carry: tuple[Any, ...]) -> Any:
             i, c, states = carry
             if kind == "fori":
                 return i < bounds[1]
             return run_cond(*gather_cond(states, invariant), *jax.tree.leaves(((c,), {})))[0]
 
-        def step(carry: tuple) -> tuple:
+        def step(carry: tuple[Any, ...]) -> tuple[Any, ...]:
             i, c, states = carry
             args = (c,) if kind == "while" else (i, c)
             flat = run_body(*gather_body(states, invariant), *jax.tree.leaves((args, {})))
@@ -427,9 +427,9 @@ def map(f: Callable[..., Any], *xs: Any, batch_size: int | None = None) -> Any:
     n_main = (n // batch_size) * batch_size
     parts = []
     if n_main:
-        main = [jax.tree.map(lambda a: a[:n_main].reshape((n // batch_size, batch_size) + a.shape[1:]), x) for x in xs]
+        main = [jax.tree.map(lambda a: a[:n_main].reshape((n // batch_size, batch_size, *a.shape[1:])), x) for x in xs]
         ys = for_loop(batched, *main)
-        parts.append(jax.tree.map(lambda a: a.reshape((n_main,) + a.shape[2:]), ys))
+        parts.append(jax.tree.map(lambda a: a.reshape((n_main, *a.shape[2:])), ys))
     if n_main < n:
         parts.append(batched(*[jax.tree.map(lambda a: a[n_main:], x) for x in xs]))
     if len(parts) == 1:
@@ -441,7 +441,7 @@ _BATCHED: dict[Any, Any] = {}
 _CLEAR_HOOKS.append(_BATCHED.clear)
 
 
-def _batched(f: Callable, vmap2: Callable) -> Callable:
+def _batched(f: Callable[..., Any], vmap2: Callable[..., Any]) -> Callable[..., Any]:
     """``vmap2(f)``, kept per ``f`` so repeated ``map`` calls reuse one traced body."""
     if not _hashable(f):
         return vmap2(f)

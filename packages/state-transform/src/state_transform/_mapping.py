@@ -133,7 +133,8 @@ class StatefulMapping(StatefulFunction):
             0, and later calls feed its stacked value per lane, so it keeps its
             shape. A written state whose new value is the same on every lane is
             written back as is.
-        static_argnums, static_argnames: arguments that are compile-time constants.
+        static_argnums: positions of arguments that are compile-time constants.
+        static_argnames: names of arguments that are compile-time constants.
         axis_size: the size of the mapped axis when no argument or state gives it.
         axis_name: the name of the mapped axis, for collectives such as ``psum``.
         name: a label for messages.

@@ -25,7 +25,7 @@ __all__ = ["vmap2_new_states", "pmap2_new_states"]
 class _NewStateMapping(StatefulMapping):
     """A mapping whose output is the list of new state values, each on its own axis."""
 
-    def __init__(self, init: Callable[[], Any], out_axes_of: Callable[[], list], **kwargs: Any) -> None:
+    def __init__(self, init: Callable[[], Any], out_axes_of: Callable[[], list[Any]], **kwargs: Any) -> None:
         super().__init__(init, in_axes=(), **kwargs)
         self._out_axes_of = out_axes_of
 
@@ -33,8 +33,8 @@ class _NewStateMapping(StatefulMapping):
         self.out_axes, states = self._out_axes_of()
         varying = entry.plan.out_varying
         i = 0
-        for state, axis in zip(states, self.out_axes):
-            n = jax.tree.structure(state._value).num_leaves
+        for state, axis in zip(states, self.out_axes, strict=True):
+            n = jax.tree.structure(state._value).num_leaves  # type: ignore[attr-defined]  # PyTreeDef stub
             if axis is None and any(varying[i : i + n]):
                 raise ValueError(
                     f"{self.name}: {state.describe()} is declared shared (axis None) in "
@@ -46,7 +46,7 @@ class _NewStateMapping(StatefulMapping):
         return super()._compile(entry)
 
 
-def _check_init_target(module: Any, init_kwargs: Any, fn_name: str) -> dict:
+def _check_init_target(module: Any, init_kwargs: Any, fn_name: str) -> dict[Any, Any]:
     if not hasattr(module, "init_all_states"):
         raise TypeError(
             f"{fn_name} needs an object with an init_all_states(**kwargs) method (a Module); "
@@ -64,13 +64,13 @@ def _check_init_target(module: Any, init_kwargs: Any, fn_name: str) -> dict:
 def _map_new_states(
     fn_name: str,
     module: Any,
-    init_kwargs: dict | None,
+    init_kwargs: dict[Any, Any] | None,
     state_tag: str | None,
     axis_size: int,
     state_out_axes: Any,
     make_mapping: Callable[..., StatefulMapping],
-    place: Callable[[dict[Any, list[State]]], None] | None = None,
-) -> dict[Any, list[State]]:
+    place: Callable[[dict[Any, list[State[Any]]]], None] | None = None,
+) -> dict[Any, list[State[Any]]]:
     init_kwargs = _check_init_target(module, init_kwargs, fn_name)
     if not isinstance(axis_size, int) or isinstance(axis_size, bool) or axis_size < 1:
         raise ValueError(f"{fn_name}: axis_size must be a positive int, got {axis_size!r}.")
@@ -85,7 +85,7 @@ def _map_new_states(
         return groups
     caught: dict[str, Any] = {}
 
-    def init() -> list:
+    def init() -> list[Any]:
         with catch_new_states(state_tag) as catcher:
             module.init_all_states(**init_kwargs)
         new = catcher.get_states()
@@ -96,14 +96,14 @@ def _map_new_states(
 
     mapping = make_mapping(init, lambda: (caught["axes"], caught["states"]))
     values = mapping()
-    groups: dict[Any, list[State]] = {}
-    for state, axis, value in zip(caught["states"], caught["axes"], values):
+    groups: dict[Any, list[State[Any]]] = {}
+    for state, axis, value in zip(caught["states"], caught["axes"], values, strict=True):
         state.restore_value(value)
         groups.setdefault(axis, []).append(state)
     return groups
 
 
-def _shared_value_error(state: State) -> ValueError:
+def _shared_value_error(state: State[Any]) -> ValueError:
     return ValueError(
         f"vmap2_new_states: {state.describe()} is declared shared (axis None) in "
         "state_out_axes, but its initial value differs between copies (for example "
@@ -113,8 +113,8 @@ def _shared_value_error(state: State) -> ValueError:
 
 
 def _eager_vmap_new_states(
-    module: Any, init_kwargs: dict, state_tag: str | None, size: int, axes: dict
-) -> dict[Any, list[State]]:
+    module: Any, init_kwargs: dict[Any, Any], state_tag: str | None, size: int, axes: dict[Any, Any]
+) -> dict[Any, list[State[Any]]]:
     """``vmap2_new_states`` without compiling: the init runs once under an eager ``jax.vmap``.
 
     Compiling a program that runs once costs far more than running it, and an eager
@@ -123,11 +123,11 @@ def _eager_vmap_new_states(
     RandomState read during init is split into ``size + 1`` keys, lane ``i`` draws
     from key ``1 + i`` and the state keeps the next key afterwards (also on failure).
     """
-    split: list[tuple[State, Any]] = []
+    split: list[tuple[State[Any], Any]] = []
     found: dict[str, Any] = {}
 
-    def lane_init(lane: Any) -> tuple[list, list]:
-        def first_read(state: State) -> Any:
+    def lane_init(lane: Any) -> tuple[list[Any], list[Any]]:
+        def first_read(state: State[Any]) -> Any:
             value = state._value
             if is_random_state(state) and is_single_key(value):
                 lane_keys, next_key = split_for_lanes(value, size)
@@ -162,11 +162,11 @@ def _eager_vmap_new_states(
     new, written = found["new"], found["written"]
     new_batched, written_batched = found["batched"]
     paths = collect_states(module).paths_by_state()
-    groups: dict[Any, list[State]] = {}
+    groups: dict[Any, list[State[Any]]] = {}
     results = []
     # Every output came back stacked on axis 0 (unbatched ones broadcast): move or
     # unstack them as each state's axis says.
-    for state, value, batched in zip(new, new_values, new_batched):
+    for state, value, batched in zip(new, new_values, new_batched, strict=True):
         axis = first_match(axes.items(), paths.get(id(state), ()), state, 0)
         if axis is None:
             if batched:
@@ -176,7 +176,7 @@ def _eager_vmap_new_states(
             value = jax.tree.map(lambda x, a=axis: jnp.moveaxis(x, 0, a), value)
         results.append((state, value))
         groups.setdefault(axis, []).append(state)
-    for state, value, batched in zip(written, written_values, written_batched):
+    for state, value, batched in zip(written, written_values, written_batched, strict=True):
         # A state that existed before init: stacked when it differs between copies.
         results.append((state, value if batched else jax.tree.map(lambda x: x[0], value)))
     for state, value in results:
@@ -186,11 +186,11 @@ def _eager_vmap_new_states(
 
 def vmap2_new_states(
     module: Any,
-    init_kwargs: dict | None = None,
+    init_kwargs: dict[Any, Any] | None = None,
     state_tag: str | None = None,
     axis_size: int | None = None,
     state_out_axes: Any = None,
-) -> dict[Any, list[State]]:
+) -> dict[Any, list[State[Any]]]:
     """Run ``module.init_all_states(**init_kwargs)`` once under ``vmap2`` and batch the new states.
 
     Every state created during initialisation gets a leading axis of ``axis_size``
@@ -216,7 +216,7 @@ def vmap2_new_states(
     if axis_size is None:
         raise ValueError("vmap2_new_states: pass axis_size, the number of copies to create.")
 
-    def make(init: Callable[[], Any], out_axes_of: Callable[[], list]) -> StatefulMapping:
+    def make(init: Callable[[], Any], out_axes_of: Callable[[], list[Any]]) -> StatefulMapping:
         return _NewStateMapping(init, out_axes_of, axis_size=axis_size, name="vmap2_new_states")
 
     return _map_new_states("vmap2_new_states", module, init_kwargs, state_tag, axis_size, state_out_axes, make)
@@ -224,12 +224,12 @@ def vmap2_new_states(
 
 def pmap2_new_states(
     module: Any,
-    init_kwargs: dict | None = None,
+    init_kwargs: dict[Any, Any] | None = None,
     state_tag: str | None = None,
     axis_size: int | None = None,
     state_out_axes: Any = None,
     devices: Any = None,
-) -> dict[Any, list[State]]:
+) -> dict[Any, list[State[Any]]]:
     """Like ``vmap2_new_states`` but creates one copy per device with ``pmap2``.
 
     ``axis_size`` defaults to the number of local devices (or ``len(devices)``).
@@ -266,7 +266,7 @@ def pmap2_new_states(
                 at = axis % jnp.ndim(leaves[0]) if leaves else 0
                 state.restore_value(jax.device_put(state._value, NamedSharding(mesh, P(*([None] * at), "copies"))))
 
-    def make(init: Callable[[], Any], out_axes_of: Callable[[], list]) -> StatefulMapping:
+    def make(init: Callable[[], Any], out_axes_of: Callable[[], list[Any]]) -> StatefulMapping:
         base = pmap2(init, in_axes=(), axis_size=axis_size, devices=devices)
         mapping = _NewStateMapping(
             init,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from typing import Any
+from typing import Any, overload
 
 import jax
 
@@ -15,6 +15,41 @@ __all__ = ["pmap2"]
 
 def _as_tuple(argnums: int | Iterable[int]) -> tuple[int, ...]:
     return (argnums,) if isinstance(argnums, int) else tuple(argnums)
+
+
+# `pmap2(f, ...)` is the mapped function; `pmap2(...)` without `f` is a decorator.
+@overload
+def pmap2(
+    fn: Callable[..., Any],
+    axis_name: Hashable | None = None,
+    *,
+    in_axes: Any = 0,
+    out_axes: Any = 0,
+    static_broadcasted_argnums: int | Iterable[int] = (),
+    devices: Sequence[Any] | None = None,
+    backend: str | None = None,
+    axis_size: int | None = None,
+    donate_argnums: int | Iterable[int] = (),
+    state_in_axes: Any = None,
+    state_out_axes: Any = None,
+    unexpected_out_state_mapping: str = "ignore",
+) -> StatefulMapping: ...
+@overload
+def pmap2(
+    fn: None = None,
+    axis_name: Hashable | None = None,
+    *,
+    in_axes: Any = 0,
+    out_axes: Any = 0,
+    static_broadcasted_argnums: int | Iterable[int] = (),
+    devices: Sequence[Any] | None = None,
+    backend: str | None = None,
+    axis_size: int | None = None,
+    donate_argnums: int | Iterable[int] = (),
+    state_in_axes: Any = None,
+    state_out_axes: Any = None,
+    unexpected_out_state_mapping: str = "ignore",
+) -> Callable[[Callable[..., Any]], StatefulMapping]: ...
 
 
 def pmap2(

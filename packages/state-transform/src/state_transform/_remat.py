@@ -5,12 +5,12 @@ from __future__ import annotations
 import functools
 import types
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import jax
 
-from state_core import unflatten_states
+from state_core.engine import TracedCall, unflatten_states
 
 from ._loop_program import LoopProgram, StatePlan, evaluator, run_program
 from ._traced_body import TracedBody, signature_key
@@ -52,7 +52,7 @@ class RematFunction:
         self.static_argnums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
         name = getattr(fun, "__name__", None) or type(fun).__name__
         self._body = TracedBody(fun, name, self.static_argnums)
-        self._bound: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._bound: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
         functools.update_wrapper(self, fun, updated=())
 
     def __get__(self, instance: Any, owner: type | None = None) -> Any:
@@ -66,10 +66,10 @@ class RematFunction:
             bound = self._bound[instance] = RematFunction(types.MethodType(self.fun, instance), **self._options())
         return bound
 
-    def _options(self) -> dict:
+    def _options(self) -> dict[Any, Any]:
         return dict(prevent_cse=self.prevent_cse, policy=self.policy, static_argnums=self.static_argnums)
 
-    def _dynamic(self, args: tuple, kwargs: dict) -> list:
+    def _dynamic(self, args: tuple[Any, ...], kwargs: dict[Any, Any]) -> list[Any]:
         n = len(args)
         static = {i + n if i < 0 else i for i in self.static_argnums}
         dyn = tuple(a for i, a in enumerate(args) if i not in static)
@@ -78,7 +78,7 @@ class RematFunction:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         body = self._body
 
-        def trace() -> list:
+        def trace() -> list[TracedCall]:
             return [body.sf.trace(*args, **kwargs)]
 
         leaves = self._dynamic(args, kwargs)
@@ -86,7 +86,7 @@ class RematFunction:
         key = None if self.static_argnums else signature_key("remat", (args, kwargs))
         return run_program([body], trace, ("remat",), self._build, (leaves,), "checkpoint", key)
 
-    def _build(self, calls: list) -> LoopProgram:
+    def _build(self, calls: Sequence[TracedCall]) -> LoopProgram:
         (call,) = calls
         plan = StatePlan([call], [call])
         run = evaluator(call)
@@ -94,14 +94,14 @@ class RematFunction:
         n_out = call.n_out_leaves
         out_defs = [jax.tree.structure(s._value) for s in call.out_states]
 
-        def inner(carried: list, invariant: list, leaves: list) -> tuple[Any, list]:
+        def inner(carried: list[Any], invariant: list[Any], leaves: list[Any]) -> tuple[Any, list[Any]]:
             flat = run(*gather(carried, invariant), *leaves)
             out = jax.tree.unflatten(call.out_treedef, flat[:n_out])
             return out, unflatten_states(out_defs, flat[n_out:])
 
         rematted = jax.checkpoint(inner, prevent_cse=self.prevent_cse, policy=self.policy)
 
-        def program(carried: list, invariant: list, leaves: list) -> tuple[Any, list]:
+        def program(carried: list[Any], invariant: list[Any], leaves: list[Any]) -> tuple[Any, list[Any]]:
             plan.check_stale([call], carried, invariant)
             return rematted(carried, invariant, leaves)
 
@@ -141,7 +141,11 @@ def checkpoint(
         True
     """
     if fun is None:
-        return functools.partial(checkpoint, prevent_cse=prevent_cse, policy=policy, static_argnums=static_argnums)
+
+        def decorate(f: Callable[..., Any]) -> RematFunction:
+            return RematFunction(f, prevent_cse=prevent_cse, policy=policy, static_argnums=static_argnums)
+
+        return decorate
     return RematFunction(fun, prevent_cse=prevent_cse, policy=policy, static_argnums=static_argnums)
 
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, ClassVar, overload
 
 import jax
 
-from state_core import State, unflatten_states
+from state_core import State
+from state_core.engine import TracedCall, unflatten_states
 
 from ._grad import grad
 from ._loop_program import LoopProgram, StatePlan, evaluator, run_program
@@ -42,12 +43,29 @@ class ValueAndGradFunction:
         self._grad = grad(fun, grad_states=grad_states, argnums=argnums, has_aux=has_aux, return_value=True)
         functools.update_wrapper(self, fun, updated=())
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
         if self.has_aux:
             grads, value, aux = self._grad(*args, **kwargs)
             return (value, aux), grads
         grads, value = self._grad(*args, **kwargs)
         return value, grads
+
+
+# Without ``fun`` a decorator factory, with it the function itself.
+@overload
+def value_and_grad(
+    fun: None = None,
+    grad_states: Any = None,
+    argnums: int | Sequence[int] | None = None,
+    has_aux: bool = False,
+) -> Callable[[Callable[..., Any]], ValueAndGradFunction]: ...
+@overload
+def value_and_grad(
+    fun: Callable[..., Any],
+    grad_states: Any = None,
+    argnums: int | Sequence[int] | None = None,
+    has_aux: bool = False,
+) -> ValueAndGradFunction: ...
 
 
 def value_and_grad(
@@ -73,7 +91,11 @@ def value_and_grad(
         (Array(11., dtype=float32), [Array([3., 4.], dtype=float32)])
     """
     if fun is None:
-        return functools.partial(value_and_grad, grad_states=grad_states, argnums=argnums, has_aux=has_aux)
+
+        def decorate(f: Callable[..., Any]) -> ValueAndGradFunction:
+            return ValueAndGradFunction(f, grad_states, argnums, has_aux)
+
+        return decorate
     return ValueAndGradFunction(fun, grad_states, argnums, has_aux)
 
 
@@ -98,7 +120,11 @@ class JacobianFunction:
 
     __module__ = "state_transform"
 
-    _TRANSFORMS = {"rev": jax.jacrev, "fwd": jax.jacfwd, "hessian": jax.hessian}
+    _TRANSFORMS: ClassVar[dict[str, Callable[..., Any]]] = {
+        "rev": jax.jacrev,
+        "fwd": jax.jacfwd,
+        "hessian": jax.hessian,
+    }
 
     def __init__(
         self,
@@ -131,14 +157,14 @@ class JacobianFunction:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         body = self._body
 
-        def trace() -> list:
+        def trace() -> list[TracedCall]:
             return [body.sf.trace(*args, **kwargs)]
 
         params = (self.mode, len(args))
         key = signature_key(params, (args, kwargs))
         return run_program([body], trace, params, self._build, (args, kwargs), self.mode, key)
 
-    def _build(self, calls: list) -> LoopProgram:
+    def _build(self, calls: Sequence[TracedCall]) -> LoopProgram:
         (call,) = calls
         plan = StatePlan([call], [call])
         run = evaluator(call)
@@ -151,18 +177,20 @@ class JacobianFunction:
         arg_tuple = () if argnums is None else ((argnums,) if isinstance(argnums, int) else tuple(argnums))
         has_aux, transform = self.has_aux, self._TRANSFORMS[self.mode]
 
-        def program(carried: list, invariant: list, args: tuple, kwargs: dict) -> tuple[Any, list]:
+        def program(
+            carried: list[Any], invariant: list[Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+        ) -> tuple[Any, list[Any]]:
             plan.check_stale([call], carried, invariant)
             values = [carried[k] if c else invariant[k] for c, k in positions]
-            current = [values[k] if k is not None else s._value for k, s in zip(grad_at, self._states)]
+            current = [values[k] if k is not None else s._value for k, s in zip(grad_at, self._states, strict=True)]
 
-            def objective(g_values: list, d_args: tuple) -> tuple[Any, tuple]:
+            def objective(g_values: list[Any], d_args: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:
                 vals = list(values)
-                for k, v in zip(grad_at, g_values):
+                for k, v in zip(grad_at, g_values, strict=True):
                     if k is not None:
                         vals[k] = v
                 full = list(args)
-                for i, a in zip(arg_tuple, d_args):
+                for i, a in zip(arg_tuple, d_args, strict=True):
                     full[i] = a
                 flat = run(*jax.tree.leaves(vals), *jax.tree.leaves((tuple(full), kwargs)))
                 out = jax.tree.unflatten(call.out_treedef, flat[:n_out])
@@ -178,7 +206,10 @@ class JacobianFunction:
 
     def _assemble(self, derivative: Any, value: Any, aux: Any) -> Any:
         single_arg = isinstance(self.argnums, int)
-        states_of = lambda leaves: jax.tree.unflatten(self._state_treedef, list(leaves))
+
+        def states_of(leaves: Iterable[Any]) -> Any:
+            return jax.tree.unflatten(self._state_treedef, list(leaves))
+
         if self.grad_states is not None and self.argnums is not None:
             if self.mode == "hessian":
                 result = derivative  # the full block structure ((ss, sa), (as, aa))

@@ -4,13 +4,42 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import Any, overload
 
 import jax
 
 from ._mapping import StatefulMapping
 
 __all__ = ["vmap2"]
+
+
+# `vmap2(f, ...)` is the mapped function; `vmap2(...)` without `f` is a decorator.
+@overload
+def vmap2(
+    fn: Callable[..., Any],
+    *,
+    in_axes: Any = 0,
+    out_axes: Any = 0,
+    axis_name: Hashable | None = None,
+    axis_size: int | None = None,
+    spmd_axis_name: Hashable | None = None,
+    state_in_axes: Any = None,
+    state_out_axes: Any = None,
+    unexpected_out_state_mapping: str = "ignore",
+) -> StatefulMapping: ...
+@overload
+def vmap2(
+    fn: None = None,
+    *,
+    in_axes: Any = 0,
+    out_axes: Any = 0,
+    axis_name: Hashable | None = None,
+    axis_size: int | None = None,
+    spmd_axis_name: Hashable | None = None,
+    state_in_axes: Any = None,
+    state_out_axes: Any = None,
+    unexpected_out_state_mapping: str = "ignore",
+) -> Callable[[Callable[..., Any]], StatefulMapping]: ...
 
 
 def vmap2(
