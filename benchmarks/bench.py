@@ -38,9 +38,9 @@ from state_transform import jit, pmap2, shard_map, vmap2  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_init  # noqa: E402
 import bench_loops  # noqa: E402
-import bench_sharding  # noqa: E402
-import bench_scale  # noqa: E402
 import bench_map  # noqa: E402
+import bench_scale  # noqa: E402
+import bench_sharding  # noqa: E402
 
 BATCH = 16
 

@@ -32,7 +32,7 @@ import sys
 
 import jax
 
-if jax.config.jax_num_cpu_devices != 8:  # a test or benchmark importing this file may have set it
+if getattr(jax.config, "jax_num_cpu_devices", None) != 8:  # a test or benchmark importing this file may have set it
     jax.config.update("jax_num_cpu_devices", 8)
 
 import jax.numpy as jnp
@@ -163,7 +163,11 @@ def pure_jit_step(mesh: jax.sharding.Mesh):
 
 
 def model_weights(model: MLP) -> list[tuple[np.ndarray, np.ndarray]]:
-    return [(np.asarray(layer.weight.value), np.asarray(layer.bias.value)) for layer in model.layers]
+    weights = []
+    for layer in model.layers:
+        assert layer.bias is not None  # every layer of this MLP has a bias
+        weights.append((np.asarray(layer.weight.value), np.asarray(layer.bias.value)))
+    return weights
 
 
 def train(steps: int = STEPS) -> dict[str, tuple[list[float], list]]:
@@ -183,7 +187,7 @@ def train(steps: int = STEPS) -> dict[str, tuple[list[float], list]]:
         for _ in range(steps):
             weights, loss = step(weights, x, y)
             losses.append(float(loss))
-        results[name] = (losses, [tuple(np.asarray(a) for a in wb) for wb in weights])
+        results[name] = (losses, [(np.asarray(w), np.asarray(b)) for w, b in weights])
     return results
 
 

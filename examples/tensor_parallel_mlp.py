@@ -145,7 +145,8 @@ def main() -> None:
     x, y = make_batch(mesh)
     ours, ours_params, model = train_ours(mesh, params, x, y)
     pure, pure_params = train_pure(mesh, params, x, y)
-    print(f"mesh: {dict(mesh.shape)}; batch {x.shape} sharded {x.sharding.spec}")
+    spec = x.sharding.spec if isinstance(x.sharding, NamedSharding) else x.sharding
+    print(f"mesh: {dict(mesh.shape)}; batch {x.shape} sharded {spec}")
     print("step   ours        pure JAX")
     for i, (a, b) in enumerate(zip(ours, pure, strict=True)):
         print(f"{i:4d}   {a:.6f}    {b:.6f}")

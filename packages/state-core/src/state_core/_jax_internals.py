@@ -116,8 +116,11 @@ except ImportError:  # pragma: no cover - exercised only on an incompatible JAX
         """Placeholder: nothing is an instance, so the generic (slower) paths are used."""
 
 
+_get_concrete_mesh: Callable[[], Any] | None
 try:  # the mesh set with ``jax.set_mesh``, readable inside a trace (``jax.sharding.get_mesh`` is not)
-    from jax._src.mesh import get_concrete_mesh as _get_concrete_mesh
+    from jax._src.mesh import get_concrete_mesh
+
+    _get_concrete_mesh = get_concrete_mesh
 except ImportError:  # pragma: no cover - exercised only on an incompatible JAX
     _get_concrete_mesh = None
 

@@ -24,7 +24,7 @@ from ._state import State
 
 __all__ = ["get_partition_spec", "get_named_sharding", "shard_states"]
 
-_REPLICATED = PartitionSpec()  # type: ignore[no-untyped-call]
+_REPLICATED = PartitionSpec()
 
 
 def sharding_annotation(state: State[Any]) -> PartitionSpec | NamedSharding | None:

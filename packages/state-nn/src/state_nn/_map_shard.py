@@ -15,6 +15,7 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
@@ -63,7 +64,7 @@ class MemberLayout:
 
 
 def _global_array(x: Any, sharding: NamedSharding) -> jax.Array:
-    if isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+    if isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
         data = _global_array(jax.random.key_data(x), sharding)
         return jax.random.wrap_key_data(data, impl=jax.random.key_impl(x))
     host = np.asarray(x)
@@ -150,7 +151,7 @@ class ShardedMapping(StatefulMapping):
         super()._compile(entry)  # builds entry.plan.program
         plan = entry.plan
         layout = self._layout
-        in_states: Sequence[State] = entry.in_states
+        in_states: Sequence[State[Any]] = entry.in_states
         state_shardings = [
             layout.sharding(mode, _ndim(state)) for state, mode in zip(in_states, plan.in_modes, strict=True)
         ]
@@ -177,12 +178,12 @@ class ShardedMapping(StatefulMapping):
         )
 
 
-def _ndim(state: State) -> int:
+def _ndim(state: State[Any]) -> int:
     leaves = jax.tree.leaves(state._value)
     return len(np.shape(leaves[0])) if leaves else 0
 
 
-def place_members(groups: dict[Hashable, list[State]], layout: MemberLayout) -> None:
+def place_members(groups: dict[Hashable, list[State[Any]]], layout: MemberLayout) -> None:
     """Put freshly created member states where the sharded program reads them."""
     for axis, states in groups.items():
         for state in states:

@@ -253,6 +253,8 @@ def _placer(
         return values, leaves
 
     return place
+
+
 # `jit(f, ...)` is the compiled function; `jit(...)` without `f` is a decorator.
 @overload
 def jit(

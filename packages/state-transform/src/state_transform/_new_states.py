@@ -79,10 +79,10 @@ def _map_new_states(
         # Plain eager call: no outer trace whose values could leak into states. The
         # copies draw the same numbers under vmap as under pmap (lane i uses key 1 + i);
         # ``place`` then spreads them over the devices.
-        groups = _eager_vmap_new_states(module, init_kwargs, state_tag, axis_size, axes)
+        eager_groups = _eager_vmap_new_states(module, init_kwargs, state_tag, axis_size, axes)
         if place is not None:
-            place(groups)
-        return groups
+            place(eager_groups)
+        return eager_groups
     caught: dict[str, Any] = {}
 
     def init() -> list[Any]:
@@ -256,7 +256,7 @@ def pmap2_new_states(
             "`devices=`), or vmap2_new_states to batch on one device."
         )
 
-    def place(groups: dict[Any, list[State]]) -> None:
+    def place(groups: dict[Any, list[State[Any]]]) -> None:
         mesh = Mesh(np.array(targets[:axis_size]), ("copies",))
         for axis, states in groups.items():
             if axis is None:

@@ -473,8 +473,8 @@ def shard_map(
         state_in_specs: How states are laid out on the mesh: ``None``
             (default, all replicated), one ``PartitionSpec`` for every state, or
             ``{State or filter: spec}`` (first match wins; unmatched states use
-            their ``sharding`` annotation's PartitionSpec, or are replicated). A state of value ``f32[16]`` with ``P('x')`` is
-            ``f32[2]`` per shard on 8 devices.
+            their ``sharding`` annotation's PartitionSpec, or are replicated). A state of
+            value ``f32[16]`` with ``P('x')`` is ``f32[2]`` per shard on 8 devices.
         state_out_specs: The same, for the new values of written states;
             a written state not covered keeps the spec it came in with.
         check_vma: Passed to ``jax.shard_map``: values are typed by the mesh
