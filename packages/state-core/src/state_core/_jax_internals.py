@@ -115,6 +115,17 @@ except ImportError:  # pragma: no cover - exercised only on an incompatible JAX
         """Placeholder: nothing is an instance, so the generic (slower) paths are used."""
 
 
+try:  # the class of typed PRNG keys: their ``.aval`` is rebuilt on every access
+    from jax._src.random.prng import PRNGKeyArray
+except ImportError:  # pragma: no cover - older JAX kept it one level up
+    try:
+        from jax._src.prng import PRNGKeyArray
+    except ImportError:
+
+        class PRNGKeyArray:  # type: ignore[no-redef]
+            """Placeholder: nothing is an instance, so the generic (slower) paths are used."""
+
+
 __all__ = [
     "current_trace",
     "new_trace_input",
@@ -122,6 +133,7 @@ __all__ = [
     "is_eager",
     "is_batched",
     "ArrayImpl",
+    "PRNGKeyArray",
     "hide_library_frames",
     "api_boundary",
 ]

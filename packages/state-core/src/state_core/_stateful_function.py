@@ -17,15 +17,17 @@ from ._context import CTX, GENERATION
 from ._introspection import StatefulFunctionIntrospection
 from ._jax_internals import ArrayImpl, api_boundary, current_trace, is_tracer, new_trace_input
 from ._replay import (
+    _GET_VALUE,
     TracedCall,
     canonical_signature,
+    input_states_unchanged,
     leaf_signature,
     may_fail_at_run_time,
     merger,
     read_state_values,
+    reference_avals,
     replay,
     state_signature,
-    states_match,
     unflatten_states,
 )
 from ._state import State, check_not_state
@@ -209,13 +211,11 @@ class StatefulFunction(StatefulFunctionIntrospection):
             signature = self._signature(args, kwargs)
             return signature[0], signature[1]
         if not kwargs:
-            sig = []
             for a in args:
                 if type(a) is not _ArrayImpl:
                     break
-                sig.append((a.shape, a.dtype, a.weak_type))
             else:
-                return tuple(sig), args
+                return _positional_key(args), args
         leaves, treedef = _tree_flatten((args, kwargs))
         try:
             sig = tuple(map(leaf_signature, leaves))
@@ -355,6 +355,7 @@ class StatefulFunction(StatefulFunctionIntrospection):
             n_args=n_args,
             cacheable=not any(is_tracer(c) for c in closed.consts),
             state_sigs=[state_signature(s._value) for s in in_states],
+            ref_avals=reference_avals([s._value for s in in_states]),
             rw_index=tuple(k for k, s in enumerate(in_states) if id(s) in written_ids),
             ro_index=tuple(k for k, s in enumerate(in_states) if id(s) not in written_ids),
         )
@@ -425,7 +426,7 @@ class StatefulFunction(StatefulFunctionIntrospection):
         entry = self._cache.get(key)
         if entry is not None:
             values = read_state_values(entry.in_states)
-            if states_match(values, entry.state_sigs) and (
+            if input_states_unchanged(entry, values) and (
                 not entry.graph or entry.graph_generation == GENERATION.value or self._graph_unchanged(entry)
             ):
                 return entry, values, leaves
@@ -433,7 +434,7 @@ class StatefulFunction(StatefulFunctionIntrospection):
             entry = self._cache.get(key)
             if entry is not None:  # another thread may have traced it meanwhile
                 values = read_state_values(entry.in_states)
-                if states_match(values, entry.state_sigs) and (not entry.graph or self._graph_unchanged(entry)):
+                if input_states_unchanged(entry, values) and (not entry.graph or self._graph_unchanged(entry)):
                     return entry, values, leaves
                 self._cache.pop(key)
             entry = self._new_entry(args, kwargs)
@@ -464,16 +465,24 @@ class StatefulFunction(StatefulFunctionIntrospection):
     # ------------------------------------------------------------------ calling
     @api_boundary
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        # The steady case inline (positional arrays, cached signature, unchanged states,
+        # The steady case inline (cached signature, unchanged states and object graph,
         # eager): the same checks as _resolve, without its calls. Anything else: _resolve.
-        if not kwargs and self._no_statics and not CTX.stacks:
-            entry = None
-            if all(type(a) is _ArrayImpl for a in args):
-                entry = self._cache.get(tuple([(a.shape, a.dtype, a.weak_type) for a in args]))
+        if self._no_statics and not CTX.stacks:
+            leaves: Sequence[Any] = args
+            if kwargs:
+                key, leaves = self._call_key(args, kwargs)
+            else:
+                for a in args:
+                    if type(a) is not _ArrayImpl:
+                        key, leaves = self._call_key(args, kwargs)
+                        break
+                else:
+                    key = _positional_key(args)
+            entry = self._cache.get(key)
             if entry is not None and (not entry.graph or entry.graph_generation == GENERATION.value):
-                values = [s._value for s in entry.in_states]
-                if states_match(values, entry.state_sigs):
-                    return replay(entry, values, args, self.name)
+                values = list(map(_GET_VALUE, entry.in_states))
+                if input_states_unchanged(entry, values):
+                    return replay(entry, values, leaves, self.name)
         entry, values, leaves = self._resolve(args, kwargs)
         return replay(entry, values, leaves, self.name)
 
@@ -599,6 +608,17 @@ class StatefulFunction(StatefulFunctionIntrospection):
 
     def __repr__(self) -> str:
         return f"StatefulFunction({self.name}, {len(self._cache)} cached signature(s))"
+
+
+def _positional_key(args: tuple) -> tuple:
+    """The cache key of a call whose arguments are all concrete arrays: their avals' triples."""
+    if len(args) == 1:
+        aval = args[0].aval
+        return ((aval.shape, aval.dtype, aval.weak_type),)
+    return tuple([(aval.shape, aval.dtype, aval.weak_type) for aval in map(_GET_AVAL, args)])
+
+
+_GET_AVAL = operator.attrgetter("aval")
 
 
 def _cell_is_set(cell: Any) -> bool:
