@@ -42,13 +42,21 @@ class TraceCache:
         self._hit: TracedCall | None = None  # the entry of the latest hit or put
 
     def get(self, key: Hashable) -> TracedCall | None:
+        """The entry of ``key`` (marked as the most recently used), or None."""
         entry = self._entries.get(key)
-        # Repeated hits of the same entry keep their first stamp: no other entry of
-        # this cache was stamped in between, so the LRU order is the same.
         if entry is not None and entry is not self._hit:
-            entry.last_used = next(_CLOCK)
-            self._hit = entry
+            self.touch(entry)
         return entry
+
+    def touch(self, entry: TracedCall) -> None:
+        """Mark ``entry`` (one of this cache's) as the most recently used.
+
+        Callers skip it when ``entry`` is already ``_hit``: repeated hits of the same
+        entry keep their first stamp, as no other entry of this cache was stamped in
+        between, so the least-recently-used order is the same.
+        """
+        entry.last_used = next(_CLOCK)
+        self._hit = entry
 
     def put(self, key: Hashable, entry: TracedCall) -> None:
         entry.last_used = next(_CLOCK)

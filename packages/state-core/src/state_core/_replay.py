@@ -324,7 +324,7 @@ def write_state_values(states: Sequence[State], values: Sequence[Any], who: str)
     stacks = CTX.stacks
     if not stacks:
         probe = values[0]
-        if type(probe) is not _ArrayImpl:
+        if type(probe) is not _ArrayImpl and type(probe) is not _PRNGKeyArray:  # neither is a tracer
             _check_not_leaking(states[0], probe, who)
         done = False
         try:

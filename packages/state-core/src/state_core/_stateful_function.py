@@ -203,9 +203,11 @@ class StatefulFunction(StatefulFunctionIntrospection):
         """The cache key and dynamic leaves of a call: the hot-path subset of ``_signature``.
 
         Positional arrays alone (the common case) are keyed by their avals without
-        flattening; any other call by its pytree structure and leaf signatures.
-        Both kinds of key never collide (a tuple of aval triples vs a 5-tuple
-        starting with an int), and a call always gets the same kind.
+        flattening, and so is a tuple of arrays followed by an empty dict (how
+        ``Map`` passes ``(args, kwargs)`` to its mapping); any other call by its
+        pytree structure and leaf signatures. The kinds of key never collide (a
+        tuple of aval triples, a pair starting with ``_PACKED``, a 5-tuple starting
+        with an int), and a call always gets the same kind.
         """
         if self.static_argnums or self.static_argnames:
             signature = self._signature(args, kwargs)
@@ -216,6 +218,13 @@ class StatefulFunction(StatefulFunctionIntrospection):
                     break
             else:
                 return _positional_key(args), args
+            if len(args) == 2 and type(args[0]) is tuple and type(args[1]) is dict and not args[1]:
+                packed = args[0]
+                for a in packed:
+                    if type(a) is not _ArrayImpl:
+                        break
+                else:
+                    return (_PACKED, _positional_key(packed)), packed
         leaves, treedef = _tree_flatten((args, kwargs))
         try:
             sig = tuple(map(leaf_signature, leaves))
@@ -471,6 +480,9 @@ class StatefulFunction(StatefulFunctionIntrospection):
             leaves: Sequence[Any] = args
             if kwargs:
                 key, leaves = self._call_key(args, kwargs)
+            elif len(args) == 1 and type(args[0]) is _ArrayImpl:
+                aval = args[0].aval
+                key = ((aval.shape, aval.dtype, aval.weak_type),)
             else:
                 for a in args:
                     if type(a) is not _ArrayImpl:
@@ -478,7 +490,10 @@ class StatefulFunction(StatefulFunctionIntrospection):
                         break
                 else:
                     key = _positional_key(args)
-            entry = self._cache.get(key)
+            cache = self._cache
+            entry = cache._entries.get(key)
+            if entry is not cache._hit and entry is not None:
+                cache.touch(entry)
             if entry is not None and (not entry.graph or entry.graph_generation == GENERATION.value):
                 values = list(map(_GET_VALUE, entry.in_states))
                 if input_states_unchanged(entry, values):
@@ -619,6 +634,8 @@ def _positional_key(args: tuple) -> tuple:
 
 
 _GET_AVAL = operator.attrgetter("aval")
+# Marks the key of a ``(tuple of arrays, {})`` call (see ``StatefulFunction._call_key``).
+_PACKED = object()
 
 
 def _cell_is_set(cell: Any) -> bool:
