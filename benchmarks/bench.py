@@ -8,6 +8,7 @@ The table reports the median time per call of each and their ratio.
 
     hatch run bench              # all cases
     hatch run bench --quick      # fewer repetitions
+    hatch run bench --rows Map   # only the cases whose label contains "Map"
     hatch run compare:bench      # also time brainstate and flax.nnx (separate env)
 
 Run it on an otherwise idle machine; ratios are what to compare across machines.
@@ -299,6 +300,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer repetitions (noisier)")
     parser.add_argument("--compare", action="store_true", help="also time brainstate / flax.nnx if installed")
     parser.add_argument("--skip-loops", action="store_true", help="leave out the (slower) simulation-loop cases")
+    parser.add_argument(
+        "--rows",
+        default="",
+        metavar="SUBSTRING",
+        help="only the cases whose label contains SUBSTRING (e.g. --rows vmap2); implies --skip-loops",
+    )
     args = parser.parse_args(argv)
     calls, repeats = (50, 5) if args.quick else (200, 9)
 
@@ -324,6 +331,8 @@ def main(argv: list[str] | None = None) -> int:
     print("-" * len(header))
     worst = 0.0
     for label, make in cases:
+        if args.rows not in label:
+            continue
         built = make()
         if built is None:
             print(f"{label:<28} {'skipped (state_nn not installed)':>34}")
@@ -335,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
         worst = max(worst, ratio)
         print(f"{label:<28} {t_ours * 1e6:>11.1f} {t_pure * 1e6:>14.1f} {ratio:>6.2f}x")
     print(f"\nworst ratio: {worst:.2f}x (target <= 1.5x; Map.init_all_states <= 3x)")
-    if not args.skip_loops:
+    if not args.skip_loops and not args.rows:
         print("\nSimulation loops (state_transform.for_loop) against a hand-written jax.lax.scan:\n")
         print(bench_loops.format_rows(bench_loops.rows(args.quick)))
         print("(progress-bar row: the reference is the same loop without a bar)")

@@ -120,11 +120,11 @@ class _InterruptingState(State):
 
     @property
     def _value(self):
-        return State._value.fget(self)
+        return State._get_private_or_concrete(self)
 
     @_value.setter
     def _value(self, value):
-        State._value.fset(self, value)
+        State._set_private_or_concrete(self, value)
         if self.armed:
             self.armed = False
             raise KeyboardInterrupt

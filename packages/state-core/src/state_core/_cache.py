@@ -32,22 +32,35 @@ class TraceCache:
         (0, 2)
     """
 
-    __slots__ = ("_entries", "maxsize")
+    __slots__ = ("_entries", "maxsize", "_hit")
 
     def __init__(self, maxsize: int = DEFAULT_CACHE_SIZE) -> None:
         if not isinstance(maxsize, int) or isinstance(maxsize, bool) or maxsize < 1:
             raise ValueError(f"cache_size must be a positive int, got {maxsize!r}.")
         self._entries: dict[Hashable, TracedCall] = {}
         self.maxsize = maxsize
+        self._hit: TracedCall | None = None  # the entry of the latest hit or put
 
     def get(self, key: Hashable) -> TracedCall | None:
+        """The entry of ``key`` (marked as the most recently used), or None."""
         entry = self._entries.get(key)
-        if entry is not None:
-            entry.last_used = next(_CLOCK)
+        if entry is not None and entry is not self._hit:
+            self.touch(entry)
         return entry
+
+    def touch(self, entry: TracedCall) -> None:
+        """Mark ``entry`` (one of this cache's) as the most recently used.
+
+        Callers skip it when ``entry`` is already ``_hit``: repeated hits of the same
+        entry keep their first stamp, as no other entry of this cache was stamped in
+        between, so the least-recently-used order is the same.
+        """
+        entry.last_used = next(_CLOCK)
+        self._hit = entry
 
     def put(self, key: Hashable, entry: TracedCall) -> None:
         entry.last_used = next(_CLOCK)
+        self._hit = entry
         entries = self._entries
         entries[key] = entry
         while len(entries) > self.maxsize:
@@ -56,9 +69,11 @@ class TraceCache:
 
     def pop(self, key: Hashable) -> None:
         self._entries.pop(key, None)
+        self._hit = None
 
     def clear(self) -> None:
         self._entries.clear()
+        self._hit = None
 
     def __contains__(self, key: object) -> bool:
         return key in self._entries

@@ -26,9 +26,9 @@ class _Context(threading.local):
 
 CTX = _Context()
 
-# How many threads have an overlay right now. Reads and writes of ``State._value``
-# look at the (slower) thread-local overlay only when this is non-zero, so eager
-# code pays one list lookup. A thread's own increment is always visible to it.
+# How many threads have an overlay right now. While it is non-zero ``State`` carries
+# a ``_value`` property that looks at the thread-local overlay; at zero the property
+# is removed, so eager code and cached calls read a plain attribute.
 PRIVATE_THREADS = [0]
 PRIVATE_LOCK = threading.Lock()
 

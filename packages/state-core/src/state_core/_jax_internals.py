@@ -123,6 +123,15 @@ try:  # the mesh set with ``jax.set_mesh``, readable inside a trace (``jax.shard
     _get_concrete_mesh = get_concrete_mesh
 except ImportError:  # pragma: no cover - exercised only on an incompatible JAX
     _get_concrete_mesh = None
+try:  # the class of typed PRNG keys: their ``.aval`` is rebuilt on every access
+    from jax._src.random.prng import PRNGKeyArray
+except ImportError:  # pragma: no cover - older JAX kept it one level up
+    try:
+        from jax._src.prng import PRNGKeyArray
+    except ImportError:
+
+        class PRNGKeyArray:  # type: ignore[no-redef]
+            """Placeholder: nothing is an instance, so the generic (slower) paths are used."""
 
 
 __all__ = [
@@ -134,6 +143,7 @@ __all__ = [
     "is_batched",
     "context_mesh",
     "ArrayImpl",
+    "PRNGKeyArray",
     "hide_library_frames",
     "api_boundary",
 ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import operator
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
@@ -20,7 +21,7 @@ import jax
 import numpy as np
 
 from ._context import CTX
-from ._jax_internals import ArrayImpl, is_tracer, mesh_type
+from ._jax_internals import ArrayImpl, PRNGKeyArray, is_tracer, mesh_type
 from ._state import State, StateLeakError
 
 __all__ = [
@@ -30,6 +31,8 @@ __all__ = [
     "canonical_signature",
     "state_signature",
     "states_match",
+    "input_states_unchanged",
+    "reference_avals",
     "states_changed",
     "check_state_avals",
     "unflatten_states",
@@ -41,9 +44,17 @@ __all__ = [
 ]
 
 _ArrayImpl = ArrayImpl
+_PRNGKeyArray = PRNGKeyArray
 _PY_SCALARS = (int, float, complex, bool)
 # A process-wide clock for least-recently-used eviction: a hit stamps its entry.
 _CLOCK = itertools.count()
+# Hot-path helpers that run their loops in C: ``map(getattr, values, _AVAL, _NONE)``
+# gives each value's aval (None for values without one), ``map(_is, a, b)`` compares
+# two lists element by element by identity.
+_GET_VALUE = operator.attrgetter("_value")
+_AVAL = itertools.repeat("aval")
+_NONE = itertools.repeat(None)
+_is = operator.is_
 
 
 class StaleTraceError(Exception):
@@ -64,7 +75,8 @@ def leaf_signature(x: Any) -> Hashable:
         <class 'float'>
     """
     if type(x) is _ArrayImpl:
-        return (x.shape, x.dtype, x.weak_type)
+        aval = x.aval  # one attribute; ``x.shape`` etc. are properties that each read it
+        return (aval.shape, aval.dtype, aval.weak_type)
     t = type(x)
     if t in _PY_SCALARS:
         return t
@@ -111,25 +123,71 @@ def state_signature(value: Any) -> Any:
     tuple of its leaves' signatures.
     """
     if type(value) is _ArrayImpl:
-        return (value.shape, value.dtype, value.weak_type)
+        aval = value.aval
+        return (aval.shape, aval.dtype, aval.weak_type)
+    if type(value) is _PRNGKeyArray:
+        return _key_signature(value)
     leaves, treedef = jax.tree.flatten(value)
     if treedef.num_nodes == 1 and len(leaves) == 1:
         return _typed_signature(leaves[0])
     return tuple(map(_typed_signature, leaves))
 
 
+def _key_signature(key: Any) -> tuple:
+    # A typed key's aval is rebuilt on every ``.aval`` / ``jax.typeof`` (tens of
+    # microseconds); its shape and dtype properties give the same triple cheaply.
+    return (key.shape, key.dtype, False)
+
+
 def states_match(values: Sequence[Any], signatures: Sequence[Any]) -> bool:
     """True if every value has the signature recorded at trace time (``state_signature``)."""
     for value, sig in zip(values, signatures):
-        if type(value) is _ArrayImpl:
-            if (value.shape, value.dtype, value.weak_type) != sig:
+        t = type(value)
+        if t is _ArrayImpl:
+            aval = value.aval
+            if (aval.shape, aval.dtype, aval.weak_type) != sig:
                 return False
-        elif isinstance(value, jax.Array):  # typed random keys, tracers: one leaf, no flattening
+        elif t is _PRNGKeyArray:
+            if _key_signature(value) != sig:
+                return False
+        elif isinstance(value, jax.Array):  # tracers: one leaf, no flattening
             if _typed_signature(value) != sig:
                 return False
         elif state_signature(value) != sig:
             return False
     return True
+
+
+def input_states_unchanged(entry: TracedCall, values: list) -> bool:
+    """``states_match(values, entry.state_sigs)``, in the common case without computing a signature.
+
+    Arrays produced by one compiled program share their aval objects from call to
+    call, so when every value is an array whose aval is the very object seen at the
+    last successful check, nothing can have changed: one C-level identity
+    comparison per state. Otherwise the signatures are compared, and on success
+    the avals are remembered for the next call.
+    """
+    ref = entry.ref_avals
+    if ref is not None:
+        avals = list(map(getattr, values, _AVAL, _NONE))
+        if all(map(_is, avals, ref)):
+            return True
+    if not states_match(values, entry.state_sigs):
+        return False
+    if ref is not None and not any(map(_is, avals, _NONE)):
+        entry.ref_avals = avals
+    return True
+
+
+def reference_avals(values: Sequence[Any]) -> list | None:
+    """The initial ``TracedCall.ref_avals``: the avals of ``values`` if all are plain arrays, else None.
+
+    None turns the identity shortcut of ``input_states_unchanged`` off for good
+    (pytree values or typed keys, whose avals are not stable objects).
+    """
+    if all(type(v) is _ArrayImpl for v in values):
+        return [v.aval for v in values]
+    return None
 
 
 def states_changed(entry: TracedCall, values: Sequence[Any]) -> bool:
@@ -179,7 +237,9 @@ class TracedCall:
     new values)``; ``rw_index``/``ro_index`` split ``in_states`` into those two
     lists; ``write_back`` receives the new values in order; ``block`` waits for the
     results before writing them; ``on_failure`` runs when the program raises;
-    ``prepare`` may move input values before the call.
+    ``prepare`` may move input values before the call. ``ref_avals`` are the
+    avals of the input state values at the last successful check
+    (``input_states_unchanged``), or None when those are not all plain arrays.
     """
 
     key: Hashable
@@ -208,6 +268,7 @@ class TracedCall:
     graph: tuple = ()
     graph_generation: int = -1
     last_used: int = 0
+    ref_avals: list | None = None
 
     def split_values(self, values: list) -> tuple[list, list]:
         """``values`` (one per input state) as ``(written-state values, read-only values)``."""
@@ -215,7 +276,8 @@ class TracedCall:
             return values, []
         if not self.rw_index:
             return [], values
-        return [values[i] for i in self.rw_index], [values[i] for i in self.ro_index]
+        get = values.__getitem__
+        return list(map(get, self.rw_index)), list(map(get, self.ro_index))
 
     def merge_values(self, rw: Sequence[Any], ro: Sequence[Any]) -> list:
         """Inverse of ``split_values``: one value per input state, in ``in_states`` order."""
@@ -277,16 +339,8 @@ def write_state_values(states: Sequence[State], values: Sequence[Any], who: str)
     stacks = CTX.stacks
     if not stacks:
         probe = values[0]
-        if type(probe) is not _ArrayImpl and not isinstance(probe, jax.Array):
-            probe_leaves = jax.tree.leaves(probe)  # a pytree value: look at its first leaf
-            probe = probe_leaves[0] if probe_leaves else None
-        if type(probe) is not _ArrayImpl and is_tracer(probe):
-            raise StateLeakError(
-                f"{who} writes {states[0].describe()} but was called inside a JAX transformation "
-                "that is not state-aware (such as jax.jit, jax.vmap or jax.grad), so the new "
-                "value would leak out as a tracer. Use state_transform.jit / vmap2 / grad for "
-                "the outer transformation, or do not write states in this function."
-            )
+        if type(probe) is not _ArrayImpl and type(probe) is not _PRNGKeyArray:  # neither is a tracer
+            _check_not_leaking(states[0], probe, who)
         done = False
         try:
             for state, value in zip(states, values):
@@ -303,6 +357,20 @@ def write_state_values(states: Sequence[State], values: Sequence[Any], who: str)
         state.restore_value(value)
 
 
+def _check_not_leaking(state: State, probe: Any, who: str) -> None:
+    """Raise ``StateLeakError`` if ``probe`` (a first new value) is a tracer of a plain JAX transformation."""
+    if not isinstance(probe, jax.Array):
+        probe_leaves = jax.tree.leaves(probe)  # a pytree value: look at its first leaf
+        probe = probe_leaves[0] if probe_leaves else None
+    if type(probe) is not _ArrayImpl and is_tracer(probe):
+        raise StateLeakError(
+            f"{who} writes {state.describe()} but was called inside a JAX transformation "
+            "that is not state-aware (such as jax.jit, jax.vmap or jax.grad), so the new "
+            "value would leak out as a tracer. Use state_transform.jit / vmap2 / grad for "
+            "the outer transformation, or do not write states in this function."
+        )
+
+
 def replay(entry: TracedCall, values: list, leaves: Sequence[Any], who: str) -> Any:
     """Run the compiled program of ``entry`` once and write the new state values back.
 
@@ -313,7 +381,13 @@ def replay(entry: TracedCall, values: list, leaves: Sequence[Any], who: str) -> 
     """
     if entry.prepare is not None:
         values, leaves = entry.prepare(values, list(leaves))
-    rw, ro = entry.split_values(values)
+    ro_index = entry.ro_index
+    if not ro_index:
+        rw, ro = values, []
+    elif not entry.rw_index:
+        rw, ro = [], values
+    else:
+        rw, ro = entry.split_values(values)
     ok = False
     try:
         out, new_values = entry.compiled(rw, ro, *leaves)

@@ -1,19 +1,32 @@
-"""``State``: an explicit, mutable container of a pytree of arrays."""
+"""``State``: an explicit, mutable container of a pytree of arrays.
+
+The kinds of state (``ParamState`` ...) live in ``_state_kinds`` and the helpers
+(strict mode, messages) in ``_state_support``; both are re-exported here.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import sys
 from collections.abc import Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
 import jax
 import numpy as np
 
-from ._context import CTX, GENERATION, PRIVATE_THREADS, user_call_site
+from ._context import CTX, GENERATION, user_call_site
 from ._errors import StateLeakError
 from ._jax_internals import current_trace, is_eager, is_tracer
-from ._pretty import format_fields, format_value
+from ._state_display import StateDisplay
+from ._state_support import (
+    _as_tags,
+    _contains_tracer,
+    _creation_site,
+    _describe_structure,
+    _dtype_of,
+    _leaf_aval_str,
+    check_state_value_tree,
+    strict_state_checks,
+)
 
 __all__ = [
     "State",
@@ -30,79 +43,11 @@ __all__ = [
 T = TypeVar("T")
 
 
-@contextlib.contextmanager
-def strict_state_checks() -> Iterator[None]:
-    """Within this block every ``State`` write must keep each leaf's shape and dtype.
-
-    By default a write may change shapes and dtypes (models resize states in
-    ``reset_state(batch_size)``; mapping transforms add axes).  Strict mode turns
-    such changes into a ``ValueError`` that shows both avals.
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> from state_core import State, strict_state_checks
-        >>> s = State(jnp.zeros(3), name='buffer')
-        >>> with strict_state_checks():
-        ...     s.value = jnp.ones(3)      # same shape and dtype: fine
-        >>> s.value
-        Array([1., 1., 1.], dtype=float32)
-    """
-    CTX.strict += 1
-    try:
-        yield
-    finally:
-        CTX.strict -= 1
-
-
-_LIBRARY_MODULES = frozenset(
-    {"state_core", "state_random", "state_transform", "state_nn", "jax", "jaxlib", "contextlib"}
-)
-
-
-def _creation_site() -> tuple[str, int] | str:
-    """``(file, line)`` of the innermost frame outside our libraries and JAX."""
-    frame = sys._getframe(2)
-    while frame is not None:
-        if frame.f_globals.get("__name__", "").partition(".")[0] not in _LIBRARY_MODULES:
-            return (frame.f_code.co_filename, frame.f_lineno)
-        frame = frame.f_back
-    return "<unknown location>"
-
-
-def _as_tags(tag: str | Iterable[str] | None) -> frozenset[str]:
-    if tag is None:
-        return frozenset()
-    if isinstance(tag, str):
-        return frozenset((tag,))
-    tags = frozenset(tag)
-    for t in tags:
-        if not isinstance(t, str):
-            raise TypeError(f"State tags must be strings, got {t!r} of type {type(t).__name__}.")
-    return tags
-
-
-def _describe_structure(tree: Any) -> str:
-    return str(jax.tree.structure(tree)).replace("PyTreeDef", "")
-
-
-def _leaf_aval_str(leaf: Any) -> str:
-    try:
-        return repr(jax.typeof(leaf))
-    except TypeError:
-        return type(leaf).__name__
-
-
-def _contains_tracer(tree: Any) -> bool:
-    return any(is_tracer(leaf) for leaf in jax.tree.leaves(tree))
-
-
-# ``_leaked_at`` of a state born holding tracers while its trace may still run:
-# reads check whether those tracers are stale (see ``State._check_leaked``).
 _WATCH = "<watched>"
 _ABSENT = object()
 
 
-class State(Generic[T]):
+class State(StateDisplay, Generic[T]):
     """A named, mutable holder of a pytree of arrays that JAX transformations understand.
 
     Reading ``state.value`` inside a state-aware transformation (``jit``, ``vmap2``,
@@ -234,16 +179,20 @@ class State(Generic[T]):
 
     # -- value ---------------------------------------------------------------------------
     # ``_value`` is what every engine reads and writes. The concrete value lives in
-    # ``__dict__['_value']``; while a thread traces (``private_state_values``), the
-    # values it puts into states (tracers) go to that thread's overlay instead, so
-    # other threads keep seeing the concrete value.
+    # ``__dict__['_value']``. While some thread traces (``private_state_values``), the
+    # class carries the ``_value`` property below, which sends the values that thread
+    # puts into states (tracers) to its own overlay, so other threads keep seeing the
+    # concrete value. While no thread traces the class has no ``_value`` attribute at
+    # all, so ``state._value`` is a plain instance attribute: the hot call path pays
+    # nothing for thread safety (see ``use_private_values``).
+    _value: Any
+
     def _get_private_or_concrete(self) -> Any:
-        if PRIVATE_THREADS[0]:
-            overlay = CTX.overlay
-            if overlay is not None:
-                value = overlay.get(self, _ABSENT)
-                if value is not _ABSENT:
-                    return value
+        overlay = CTX.overlay
+        if overlay is not None:
+            value = overlay.get(self, _ABSENT)
+            if value is not _ABSENT:
+                return value
         try:
             return self.__dict__["_value"]
         except KeyError:
@@ -251,14 +200,11 @@ class State(Generic[T]):
             raise AttributeError(f"{self._short_description()} has no value.") from None
 
     def _set_private_or_concrete(self, value: Any) -> None:
-        if PRIVATE_THREADS[0]:
-            overlay = CTX.overlay
-            if overlay is not None:
-                overlay[self] = value
-                return
+        overlay = CTX.overlay
+        if overlay is not None:
+            overlay[self] = value
+            return
         self.__dict__["_value"] = value
-
-    _value = property(_get_private_or_concrete, _set_private_or_concrete)
 
     def _short_description(self) -> str:
         # Like ``describe()`` but never reads the value (which may be missing or stale).
@@ -274,12 +220,7 @@ class State(Generic[T]):
         if len(stacks) > self._level:
             for stack in stacks[self._level :]:
                 stack._on_read(self)
-        if PRIVATE_THREADS[0]:
-            return self._value
-        try:
-            return self.__dict__["_value"]
-        except KeyError:
-            return self._value  # lazily computed by a subclass
+        return self._value
 
     @value.setter
     def value(self, new_value: T) -> None:
@@ -523,57 +464,6 @@ class State(Generic[T]):
     def stack_level(self, level: int) -> None:
         self._level = int(level)
 
-    def __str__(self) -> str:
-        """The state with its value: small arrays in full, large ones summarised."""
-        fields = [(k, self._value_text() if k == "value" else v) for k, v in self._repr_fields()]
-        return format_fields(type(self).__name__, fields)
-
-    def _value_text(self) -> str:
-        return format_value(self._value)
-
-    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        # IPython / Jupyter display: show values (``repr`` keeps the abstract form).
-        printer.text(f"{type(self).__name__}(...)" if cycle else str(self))
-
-    def __treescope_repr__(self, path: str | None, subtree_renderer: Any) -> Any:
-        """Render in treescope (notebooks) as a constructor call with the value's leaves."""
-        from treescope import repr_lib  # treescope calls this hook, so it is installed
-
-        attributes: dict[str, Any] = {}
-        if self._name is not None:
-            attributes["name"] = self._name
-        if self._tags:
-            attributes["tag"] = sorted(self._tags)
-        attributes["value"] = self._value
-        return repr_lib.render_object_constructor(
-            object_type=type(self),
-            attributes=attributes,
-            path=path,
-            subtree_renderer=subtree_renderer,
-            roundtrippable=False,
-        )
-
-    # -- misc -------------------------------------------------------------------------------
-    def _aval_repr(self) -> str:
-        leaves, treedef = jax.tree.flatten(self._value)
-        shown = [_ShownAval(_leaf_aval_str(x)) for x in leaves]
-        if treedef.num_leaves == 1 and treedef.num_nodes == 1:
-            return repr(shown[0])
-        return repr(jax.tree.unflatten(treedef, shown))
-
-    def _repr_fields(self) -> list[tuple[str, Any]]:
-        fields: list[tuple[str, Any]] = []
-        if self._name is not None:
-            fields.append(("name", repr(self._name)))
-        if self._tags:
-            tags = sorted(self._tags)
-            fields.append(("tag", repr(tags[0] if len(tags) == 1 else tags)))
-        fields.append(("value", self._aval_repr()))
-        return fields
-
-    def __repr__(self) -> str:
-        return format_fields(type(self).__name__, self._repr_fields())
-
     def __reduce__(self) -> Any:
         # A State's identity is what transformations track, and a pickled copy would be
         # a different, unconnected state; checkpoints store values instead.
@@ -584,116 +474,34 @@ class State(Generic[T]):
         )
 
 
+_PRIVATE_VALUE = property(State._get_private_or_concrete, State._set_private_or_concrete)
+
+
+def use_private_values(on: bool) -> None:
+    """Give ``State`` its per-thread ``_value`` property (``on``) or take it away.
+
+    Called under ``PRIVATE_LOCK`` by ``private_state_values`` when the first thread
+    starts tracing and when the last one stops. Without the property,
+    ``state._value`` is the instance attribute holding the concrete value, which is
+    what every thread should see while no thread traces.
+
+    Example:
+        >>> from state_core._state import State, use_private_values
+        >>> isinstance(State.__dict__.get('_value'), property)
+        False
+    """
+    if on:
+        State._value = _PRIVATE_VALUE  # type: ignore[misc]
+    elif "_value" in State.__dict__:
+        del State._value
+
+
 # Attributes State.__init__ sets itself; a deep copy recreates them instead of copying.
+
+
 _BOOKKEEPING = frozenset(
     {"_value", "_name", "_tags", "strict", "_level", "_leaked_at", "_created_at", "_born_traced", "_source_info"}
 )
-
-
-class _ShownAval:
-    __slots__ = ("text",)
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def __repr__(self) -> str:
-        return self.text
-
-
-def _dtype_of(x: Any) -> Any:
-    dtype = getattr(x, "dtype", None)
-    if dtype is None:
-        return np.asarray(x).dtype
-    return dtype
-
-
-class ShortTermState(State[T]):
-    """A state that is reset between episodes or trials (e.g. a neuron's membrane potential).
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> from state_core import ShortTermState
-        >>> v = ShortTermState(jnp.zeros(4), name='v')
-        >>> v.value = v.value + 1.0
-        >>> v.value
-        Array([1., 1., 1., 1.], dtype=float32)
-    """
-
-    __module__ = "state_core"
-
-
-class LongTermState(State[T]):
-    """A state that persists across episodes (e.g. running averages, counters).
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> from state_core import LongTermState
-        >>> steps = LongTermState(jnp.asarray(0), name='steps')
-        >>> steps.value = steps.value + 1
-        >>> int(steps.value)
-        1
-    """
-
-    __module__ = "state_core"
-
-
-class ParamState(LongTermState[T]):
-    """A trainable parameter.
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> from state_core import ParamState
-        >>> w = ParamState(jnp.ones((2, 3)), name='w')
-        >>> w.value.shape
-        (2, 3)
-    """
-
-    __module__ = "state_core"
-
-
-class HiddenState(ShortTermState[T]):
-    """The hidden state of a recurrent or dynamical system (e.g. an RNN carry).
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> from state_core import HiddenState
-        >>> h = HiddenState(jnp.zeros(8), name='h')
-        >>> h.value.shape, h.varshape, h.num_state
-        ((8,), (8,), 1)
-    """
-
-    __module__ = "state_core"
-
-    @property
-    def varshape(self) -> tuple[int, ...]:
-        """The shape of the hidden variable (shared by every leaf when the value is a pytree).
-
-        Example:
-            >>> import jax.numpy as jnp
-            >>> from state_core import HiddenState
-            >>> HiddenState({'v': jnp.zeros((4, 3)), 'u': jnp.zeros((4, 3))}).varshape
-            (4, 3)
-        """
-        shapes = {tuple(np.shape(leaf)) for leaf in jax.tree.leaves(self._value)}
-        if len(shapes) != 1:
-            shown = sorted(shapes) if shapes else "no leaves"
-            raise ValueError(
-                f"{self.describe()} has no single varshape: its leaves have shapes {shown}. "
-                "Use one HiddenState per variable shape, or read `value` leaf by leaf."
-            )
-        return shapes.pop()
-
-    @property
-    def num_state(self) -> int:
-        """How many hidden variables the state holds (its number of leaves).
-
-        Example:
-            >>> import jax.numpy as jnp
-            >>> from state_core import HiddenState
-            >>> HiddenState((jnp.zeros(2), jnp.zeros(2))).num_state
-            2
-        """
-        return len(jax.tree.leaves(self._value))
 
 
 def check_not_state(tree: Any, where: str) -> None:
@@ -720,23 +528,5 @@ def maybe_state(x: Any) -> Any:
     return x.value if isinstance(x, State) else x
 
 
-@contextlib.contextmanager
-def check_state_value_tree(val: bool = True) -> Iterator[None]:
-    """Check that writes keep each state's pytree structure (brainstate's name).
-
-    States here always check the structure on every write (a ``ValueError``
-    naming the state), so this block adds nothing and ``val=False`` cannot turn
-    the check off; it exists so code written for brainstate runs unchanged. For
-    shape and dtype checks too, use ``strict_state_checks()``.
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> from state_core import State, check_state_value_tree
-        >>> s = State(jnp.zeros(2), name='s')
-        >>> with check_state_value_tree():
-        ...     s.value = (jnp.zeros(2), jnp.zeros(2))
-        Traceback (most recent call last):
-        ...
-        ValueError: Cannot assign to State 's': the new value has pytree structure ((*, *)) but the state holds (*). A state keeps its pytree structure; create a new State if you need a different one.
-    """
-    yield
+# The kinds of state subclass State, so they are imported once it exists.
+from ._state_kinds import HiddenState, LongTermState, ParamState, ShortTermState  # noqa: E402

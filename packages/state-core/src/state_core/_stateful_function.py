@@ -17,15 +17,17 @@ from ._context import CTX, GENERATION
 from ._introspection import StatefulFunctionIntrospection
 from ._jax_internals import ArrayImpl, api_boundary, current_trace, is_tracer, new_trace_input
 from ._replay import (
+    _GET_VALUE,
     TracedCall,
     canonical_signature,
+    input_states_unchanged,
     leaf_signature,
     may_fail_at_run_time,
     merger,
     read_state_values,
+    reference_avals,
     replay,
     state_signature,
-    states_match,
     unflatten_states,
 )
 from ._state import State, check_not_state
@@ -222,21 +224,28 @@ class StatefulFunction(StatefulFunctionIntrospection):
         """The cache key and dynamic leaves of a call: the hot-path subset of ``_signature``.
 
         Positional arrays alone (the common case) are keyed by their avals without
-        flattening; any other call by its pytree structure and leaf signatures.
-        Both kinds of key never collide (a tuple of aval triples vs a 5-tuple
-        starting with an int), and a call always gets the same kind.
+        flattening, and so is a tuple of arrays followed by an empty dict (how
+        ``Map`` passes ``(args, kwargs)`` to its mapping); any other call by its
+        pytree structure and leaf signatures. The kinds of key never collide (a
+        tuple of aval triples, a pair starting with ``_PACKED``, a 5-tuple starting
+        with an int), and a call always gets the same kind.
         """
         if self.static_argnums or self.static_argnames:
             signature = self._signature(args, kwargs)
             return signature[0], signature[1]
         if not kwargs:
-            sig = []
             for a in args:
                 if type(a) is not _ArrayImpl:
                     break
-                sig.append((a.shape, a.dtype, a.weak_type))
             else:
-                return tuple(sig), args
+                return _positional_key(args), args
+            if len(args) == 2 and type(args[0]) is tuple and type(args[1]) is dict and not args[1]:
+                packed = args[0]
+                for a in packed:
+                    if type(a) is not _ArrayImpl:
+                        break
+                else:
+                    return (_PACKED, _positional_key(packed)), packed
         leaves, treedef = _tree_flatten((args, kwargs))
         try:
             sig = tuple(map(leaf_signature, leaves))
@@ -376,6 +385,7 @@ class StatefulFunction(StatefulFunctionIntrospection):
             n_args=n_args,
             cacheable=not any(is_tracer(c) for c in closed.consts),
             state_sigs=[state_signature(s._value) for s in in_states],
+            ref_avals=reference_avals([s._value for s in in_states]),
             rw_index=tuple(k for k, s in enumerate(in_states) if id(s) in written_ids),
             ro_index=tuple(k for k, s in enumerate(in_states) if id(s) not in written_ids),
         )
@@ -446,7 +456,7 @@ class StatefulFunction(StatefulFunctionIntrospection):
         entry = self._cache.get(key)
         if entry is not None:
             values = read_state_values(entry.in_states)
-            if states_match(values, entry.state_sigs) and (
+            if input_states_unchanged(entry, values) and (
                 not entry.graph or entry.graph_generation == GENERATION.value or self._graph_unchanged(entry)
             ):
                 return entry, values, leaves
@@ -454,7 +464,7 @@ class StatefulFunction(StatefulFunctionIntrospection):
             entry = self._cache.get(key)
             if entry is not None:  # another thread may have traced it meanwhile
                 values = read_state_values(entry.in_states)
-                if states_match(values, entry.state_sigs) and (not entry.graph or self._graph_unchanged(entry)):
+                if input_states_unchanged(entry, values) and (not entry.graph or self._graph_unchanged(entry)):
                     return entry, values, leaves
                 self._cache.pop(key)
             entry = self._new_entry(args, kwargs)
@@ -485,16 +495,30 @@ class StatefulFunction(StatefulFunctionIntrospection):
     # ------------------------------------------------------------------ calling
     @api_boundary
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        # The steady case inline (positional arrays, cached signature, unchanged states,
+        # The steady case inline (cached signature, unchanged states and object graph,
         # eager): the same checks as _resolve, without its calls. Anything else: _resolve.
-        if not kwargs and self._no_statics and not CTX.stacks:
-            entry = None
-            if all(type(a) is _ArrayImpl for a in args):
-                entry = self._cache.get(tuple([(a.shape, a.dtype, a.weak_type) for a in args]))
+        if self._no_statics and not CTX.stacks:
+            leaves: Sequence[Any] = args
+            if kwargs:
+                key, leaves = self._call_key(args, kwargs)
+            elif len(args) == 1 and type(args[0]) is _ArrayImpl:
+                aval = args[0].aval
+                key = ((aval.shape, aval.dtype, aval.weak_type),)
+            else:
+                for a in args:
+                    if type(a) is not _ArrayImpl:
+                        key, leaves = self._call_key(args, kwargs)
+                        break
+                else:
+                    key = _positional_key(args)
+            cache = self._cache
+            entry = cache._entries.get(key)
+            if entry is not cache._hit and entry is not None:
+                cache.touch(entry)
             if entry is not None and (not entry.graph or entry.graph_generation == GENERATION.value):
-                values = [s._value for s in entry.in_states]
-                if states_match(values, entry.state_sigs):
-                    return replay(entry, values, args, self.name)
+                values = list(map(_GET_VALUE, entry.in_states))
+                if input_states_unchanged(entry, values):
+                    return replay(entry, values, leaves, self.name)
         entry, values, leaves = self._resolve(args, kwargs)
         return replay(entry, values, leaves, self.name)
 
@@ -620,6 +644,19 @@ class StatefulFunction(StatefulFunctionIntrospection):
 
     def __repr__(self) -> str:
         return f"StatefulFunction({self.name}, {len(self._cache)} cached signature(s))"
+
+
+def _positional_key(args: tuple) -> tuple:
+    """The cache key of a call whose arguments are all concrete arrays: their avals' triples."""
+    if len(args) == 1:
+        aval = args[0].aval
+        return ((aval.shape, aval.dtype, aval.weak_type),)
+    return tuple([(aval.shape, aval.dtype, aval.weak_type) for aval in map(_GET_AVAL, args)])
+
+
+_GET_AVAL = operator.attrgetter("aval")
+# Marks the key of a ``(tuple of arrays, {})`` call (see ``StatefulFunction._call_key``).
+_PACKED = object()
 
 
 def _cell_is_set(cell: Any) -> bool:

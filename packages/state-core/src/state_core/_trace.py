@@ -12,7 +12,7 @@ from ._context import CTX, PRIVATE_LOCK, PRIVATE_THREADS
 from ._errors import StateLeakError
 from ._filter import FilterLike, to_predicate
 from ._jax_internals import current_trace, is_eager, is_tracer
-from ._state import State
+from ._state import State, use_private_values
 
 __all__ = [
     "StateTraceStack",
@@ -51,6 +51,8 @@ def private_state_values() -> Iterator[None]:
         return
     with PRIVATE_LOCK:
         PRIVATE_THREADS[0] += 1
+        if PRIVATE_THREADS[0] == 1:
+            use_private_values(True)
     CTX.overlay = {}
     try:
         yield
@@ -58,6 +60,8 @@ def private_state_values() -> Iterator[None]:
         CTX.overlay = None
         with PRIVATE_LOCK:
             PRIVATE_THREADS[0] -= 1
+            if PRIVATE_THREADS[0] == 0:
+                use_private_values(False)
 
 
 def active_trace_stacks() -> int:
