@@ -127,7 +127,8 @@ try:  # the class of typed PRNG keys: their ``.aval`` is rebuilt on every access
     from jax._src.random.prng import PRNGKeyArray
 except ImportError:  # pragma: no cover - older JAX kept it one level up
     try:
-        from jax._src.prng import PRNGKeyArray
+        # JAX 0.10.0's location; mypy sees the newest JAX, where the module moved.
+        from jax._src.prng import PRNGKeyArray  # type: ignore[import-not-found,no-redef]
     except ImportError:
 
         class PRNGKeyArray:  # type: ignore[no-redef]

@@ -6,8 +6,7 @@ The kinds of state (``ParamState`` ...) live in ``_state_kinds`` and the helpers
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any, Generic, TypeVar
 
 import jax

@@ -66,7 +66,7 @@ class StateDisplay:
     def _aval_repr(self) -> str:
         leaves, treedef = jax.tree.flatten(self._value)
         shown = [_ShownAval(_leaf_aval_str(x)) for x in leaves]
-        if treedef.num_leaves == 1 and treedef.num_nodes == 1:
+        if len(leaves) == 1 and jax.tree_util.treedef_is_leaf(treedef):
             return repr(shown[0])
         return repr(jax.tree.unflatten(treedef, shown))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Iterable, Iterator
+from types import FrameType
 from typing import Any
 
 import jax
@@ -69,7 +70,7 @@ _LIBRARY_MODULES = frozenset(
 
 def _creation_site() -> tuple[str, int] | str:
     """``(file, line)`` of the innermost frame outside our libraries and JAX."""
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     while frame is not None:
         if frame.f_globals.get("__name__", "").partition(".")[0] not in _LIBRARY_MODULES:
             return (frame.f_code.co_filename, frame.f_lineno)
