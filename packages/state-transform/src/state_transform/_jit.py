@@ -6,7 +6,7 @@ import functools
 import types
 import weakref
 from collections.abc import Callable, Iterable
-from typing import Any, overload
+from typing import Any, cast, overload
 
 import jax
 
@@ -94,7 +94,7 @@ class JittedFunction(StatefulFunction):
         dyn_args, _ = jax.tree.unflatten(entry.dyn_treedef, [0] * entry.dyn_treedef.num_leaves)
         ranges = []
         leaf = 0
-        for position, arg in zip(self._dynamic_positions(entry), dyn_args):
+        for position, arg in zip(self._dynamic_positions(entry), dyn_args, strict=True):
             n = len(jax.tree.leaves(arg))
             ranges.append((position, leaf, leaf + n))
             leaf += n
@@ -115,7 +115,7 @@ class JittedFunction(StatefulFunction):
                 "per argument, or a single sharding for all."
             )
         leaf_shardings: list[Any] = []
-        for arg, sharding in zip(dyn_args, given):
+        for arg, sharding in zip(dyn_args, given, strict=True):
             leaves = jax.tree.leaves(arg)
             if sharding is None or isinstance(sharding, jax.sharding.Sharding):
                 leaf_shardings.extend([sharding] * len(leaves))
@@ -191,7 +191,9 @@ class JittedFunction(StatefulFunction):
         """
         entry, leaves = self._lookup(args, kwargs)
         rw, ro = entry.split_values(read_state_values(entry.in_states))
-        return entry.compiled.lower(rw, ro, *leaves)
+        # `_lookup` always returns a compiled entry, and `_compile` builds it with `jax.jit`.
+        compiled = cast(jax.stages.Wrapped, entry.compiled)
+        return compiled.lower(rw, ro, *leaves)
 
     def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
         """The ``jax.ShapeDtypeStruct`` tree of the return value, without running or writing anything.

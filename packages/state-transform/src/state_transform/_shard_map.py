@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 import jax
@@ -30,11 +31,11 @@ _SPLIT = "split"  # a RandomState whose single key is split into one key per sha
 class _ShardTrace:
     """What one trace of a ``ShardMapFunction`` learns while the user function runs."""
 
-    paths: dict
-    state_specs: dict = dataclasses.field(default_factory=dict)
-    split: list = dataclasses.field(default_factory=list)
-    leaf_specs: list = dataclasses.field(default_factory=list)
-    undeclared: list = dataclasses.field(default_factory=list)  # replicated: no spec names them
+    paths: dict[int, Any]
+    state_specs: dict[int, PartitionSpec | str] = dataclasses.field(default_factory=dict)
+    split: list[State[Any]] = dataclasses.field(default_factory=list)
+    leaf_specs: list[PartitionSpec] = dataclasses.field(default_factory=list)
+    undeclared: list[State[Any]] = dataclasses.field(default_factory=list)  # replicated: no spec names them
 
 
 @dataclasses.dataclass
@@ -50,22 +51,22 @@ class ShardPlan:
         state_shardings, leaf_shardings: ``NamedSharding`` of the specs above.
     """
 
-    in_specs: list
-    leaf_specs: list
-    split_positions: list
-    written_mask: list
-    written_specs: list
-    state_shardings: list = dataclasses.field(default_factory=list)
-    leaf_shardings: list = dataclasses.field(default_factory=list)
+    in_specs: list[PartitionSpec]
+    leaf_specs: list[PartitionSpec]
+    split_positions: list[int]
+    written_mask: list[bool]
+    written_specs: list[PartitionSpec]
+    state_shardings: list[NamedSharding] = dataclasses.field(default_factory=list)
+    leaf_shardings: list[NamedSharding] = dataclasses.field(default_factory=list)
 
 
-def _spec_axes(entry: Any) -> tuple:
+def _spec_axes(entry: Any) -> tuple[Any, ...]:
     if entry is None:
         return ()
     return tuple(entry) if isinstance(entry, tuple) else (entry,)
 
 
-def _spec_mesh_axes(spec: PartitionSpec) -> tuple:
+def _spec_mesh_axes(spec: PartitionSpec) -> tuple[Any, ...]:
     """The mesh axes a PartitionSpec shards over (those a per-shard value varies over)."""
     return tuple(name for entry in spec for name in _spec_axes(entry))
 
@@ -163,7 +164,7 @@ class ShardMapFunction(StatefulFunction):
             shape[dim] //= parts
         return jax.core.ShapedArray(tuple(shape), aval.dtype, weak_type=aval.weak_type)
 
-    def _typed(self, aval: Any, axes: tuple) -> Any:
+    def _typed(self, aval: Any, axes: tuple[Any, ...]) -> Any:
         """``aval`` typed as varying over mesh ``axes`` (only inside the shard_map context)."""
         if not self.check_vma or not axes:
             return aval
@@ -172,7 +173,7 @@ class ShardMapFunction(StatefulFunction):
         typed = jax.typeof(probe)
         return typed.update(weak_type=aval.weak_type) if aval.weak_type else typed
 
-    def _arg_specs(self, n_args: int) -> tuple:
+    def _arg_specs(self, n_args: int) -> tuple[Any, ...]:
         specs = self.in_specs
         if isinstance(specs, PartitionSpec) or specs is None:
             return ((specs or _REPLICATED),) * n_args
@@ -187,7 +188,7 @@ class ShardMapFunction(StatefulFunction):
             )
         return specs
 
-    def _state_spec(self, state: State, rules: list, paths: dict) -> PartitionSpec | None:
+    def _state_spec(self, state: State[Any], rules: list[Any], paths: dict[int, Any]) -> PartitionSpec | None:
         spec = first_match(rules, paths.get(id(state), ()), state)
         if spec is None and rules is self._in_rules:
             # A state no input rule names is laid out as its ``sharding`` annotation says
@@ -200,12 +201,20 @@ class ShardMapFunction(StatefulFunction):
         return _ShardTrace(paths=states_of_callable(self.fun).paths_by_state())
 
     def _trace(
-        self, ctx: _ShardTrace, key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs
+        self,
+        ctx: _ShardTrace,
+        key: Hashable,
+        leaves: list[Any],
+        treedef: Any,
+        static_args: tuple[Any, ...],
+        static_kwargs: tuple[Any, ...],
+        dyn_args: tuple[Any, ...],
+        dyn_kwargs: dict[str, Any],
     ) -> TracedCall:
         traced: list[TracedCall] = []
         trace = super()._trace
 
-        def inside_shard_map() -> tuple:
+        def inside_shard_map() -> tuple[()]:
             # The one run of the user function: traced here, where the mesh axes are
             # manual and values carry their varying axes, as in the compiled program.
             traced.append(trace(ctx, key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs))
@@ -228,10 +237,12 @@ class ShardMapFunction(StatefulFunction):
                 advance_keys(ctx.split, [st._value for st in ctx.split], self.mesh.size)
         return traced[0]
 
-    def _abstract_inputs(self, ctx: _ShardTrace, dyn_args: tuple, dyn_kwargs: dict, leaves: list) -> list:
+    def _abstract_inputs(
+        self, ctx: _ShardTrace, dyn_args: tuple[Any, ...], dyn_kwargs: dict[str, Any], leaves: list[Any]
+    ) -> list[Any]:
         specs = self._arg_specs(len(dyn_args))
         abstract = []
-        for i, (arg, spec) in enumerate(zip(dyn_args, specs)):
+        for i, (arg, spec) in enumerate(zip(dyn_args, specs, strict=True)):
             if not isinstance(spec, PartitionSpec):
                 raise TypeError(f"shard_map: in_specs[{i}] must be a PartitionSpec, got {spec!r}.")
             for path, leaf in jax.tree.leaves_with_path(arg):
@@ -245,7 +256,7 @@ class ShardMapFunction(StatefulFunction):
             ctx.leaf_specs.append(_REPLICATED)
         return abstract
 
-    def _state_input_avals(self, ctx: _ShardTrace, state: State, value: Any) -> Any:
+    def _state_input_avals(self, ctx: _ShardTrace, state: State[Any], value: Any) -> Any:
         spec = self._state_spec(state, self._in_rules, ctx.paths)
         if spec is None and is_random_state(state) and is_single_key(value):
             ctx.state_specs[id(state)] = _SPLIT
@@ -261,7 +272,9 @@ class ShardMapFunction(StatefulFunction):
         axes = _spec_mesh_axes(spec)
         return jax.tree.map(lambda x: self._typed(self._per_shard_aval(jax.typeof(x), spec, label), axes), value)
 
-    def _after_trace(self, ctx: _ShardTrace, entry: TracedCall, dyn_args: tuple, dyn_kwargs: dict) -> None:
+    def _after_trace(
+        self, ctx: _ShardTrace, entry: TracedCall, dyn_args: tuple[Any, ...], dyn_kwargs: dict[str, Any]
+    ) -> None:
         specs = ctx.state_specs
         in_specs = [specs[id(s)] for s in entry.in_states]
         split_positions = [k for k, spec in enumerate(in_specs) if spec == _SPLIT]
@@ -282,7 +295,7 @@ class ShardMapFunction(StatefulFunction):
             written.append(state)
             written_specs.append(spec)
         plan = ShardPlan(
-            in_specs=[_REPLICATED if s == _SPLIT else s for s in in_specs],
+            in_specs=[s if isinstance(s, PartitionSpec) else _REPLICATED for s in in_specs],  # _SPLIT -> replicated
             leaf_specs=list(ctx.leaf_specs),
             split_positions=split_positions,
             written_mask=mask,
@@ -296,7 +309,7 @@ class ShardMapFunction(StatefulFunction):
         if split_positions:
             num_shards = self.mesh.size
 
-            def advance_on_failure(values: list) -> None:
+            def advance_on_failure(values: list[Any]) -> None:
                 advance_keys(split_states, [values[k] for k in split_positions], num_shards)
 
             entry.on_failure = advance_on_failure
@@ -316,13 +329,13 @@ class ShardMapFunction(StatefulFunction):
         axis_names = tuple(self.mesh.axis_names)
         num_shards = self.mesh.size
 
-        def shard(state_values: list, *dyn_leaves: Any) -> tuple[Any, list, list]:
+        def shard(state_values: list[Any], *dyn_leaves: Any) -> tuple[Any, list[Any], list[Any]]:
             # Replays the jaxpr traced inside shard_map: its values have the same
             # varying-axes types here, so check_vma accepts it unchanged.
             values, next_keys = give_lanes_their_keys(state_values, split_positions, num_shards, axis_names)
             flat = run(*jax.tree.leaves(values), *dyn_leaves)
             out = jax.tree.unflatten(out_treedef, flat[:n_out])
-            written = [v for v, keep in zip(unflatten_states(out_defs, flat[n_out:]), mask) if keep]
+            written = [v for v, keep in zip(unflatten_states(out_defs, flat[n_out:]), mask, strict=True) if keep]
             return out, written, next_keys
 
         mapped = jax.shard_map(
@@ -336,37 +349,37 @@ class ShardMapFunction(StatefulFunction):
         explicit = any(t == jax.sharding.AxisType.Explicit for t in self.mesh.axis_types)
         merge = merger(entry)
 
-        def program(rw: list, ro: list, *dyn_leaves: Any) -> tuple[Any, list]:
+        def program(rw: list[Any], ro: list[Any], *dyn_leaves: Any) -> tuple[Any, list[Any]]:
             state_values = merge(rw, ro)
             if explicit:
                 # Explicit mesh axes carry shardings in the types: move the inputs to
                 # the layout the specs ask for (a no-op when they are already there).
-                state_values = [jax.reshard(v, s) for v, s in zip(state_values, state_shardings)]
-                dyn_leaves = tuple(jax.reshard(x, s) for x, s in zip(dyn_leaves, leaf_shardings))
+                state_values = [jax.reshard(v, s) for v, s in zip(state_values, state_shardings, strict=True)]
+                dyn_leaves = tuple(jax.reshard(x, s) for x, s in zip(dyn_leaves, leaf_shardings, strict=True))
             out, written, next_keys = mapped(state_values, *dyn_leaves)
             return out, written + next_keys
 
         return jax.jit(program)
 
-    def _placer(self, entry: TracedCall) -> Callable[[list, list], tuple[list, list]]:
+    def _placer(self, entry: TracedCall) -> Callable[[list[Any], list[Any]], tuple[list[Any], list[Any]]]:
         plan: ShardPlan = entry.plan
         state_shardings, leaf_shardings = plan.state_shardings, plan.leaf_shardings
         in_states = entry.in_states
 
         several_processes = jax.process_count() > 1
 
-        def place(values: list, leaves: list) -> tuple[list, list]:
+        def place(values: list[Any], leaves: list[Any]) -> tuple[list[Any], list[Any]]:
             if several_processes:
                 # On a mesh that spans processes every input must be a global array with
                 # the mesh's sharding (in one process jit moves data itself).
-                values = [_put(v, s) for v, s in zip(values, state_shardings)]
-                leaves = [_put(x, s) for x, s in zip(leaves, leaf_shardings)]
+                values = [_put(v, s) for v, s in zip(values, state_shardings, strict=True)]
+                leaves = [_put(x, s) for x, s in zip(leaves, leaf_shardings, strict=True)]
             elif not active_trace_stacks():
                 # Keep state values on the mesh with their specs' shardings: written states
                 # come back placed, and read-only ones are stored placed, so the compiled
                 # program is not retraced for a new input sharding (e.g. after the user
                 # assigns a fresh array to a state).
-                for k, (value, sharding) in enumerate(zip(values, state_shardings)):
+                for k, (value, sharding) in enumerate(zip(values, state_shardings, strict=True)):
                     if type(value) is _ArrayImpl and value.sharding == sharding:
                         continue  # already placed: the common case
                     placed = _put(value, sharding)
@@ -378,7 +391,7 @@ class ShardMapFunction(StatefulFunction):
         return place
 
 
-def _replicated_state_hint(err: BaseException, undeclared: Any, axis_sizes: tuple) -> str | None:
+def _replicated_state_hint(err: BaseException, undeclared: Any, axis_sizes: tuple[int, ...]) -> str | None:
     """Explain a shape clash caused by a state that is replicated because no spec names it.
 
     Only a state that could be split over a mesh axis (a dimension divisible by
@@ -426,12 +439,15 @@ def _put(value: Any, sharding: NamedSharding) -> Any:
                 # cut into this process's shards.
                 else jax.device_put(x, sharding)
                 if isinstance(x, jax.Array) and not x.is_fully_addressable
-                else jax.make_array_from_callback(
-                    jax.numpy.shape(x), sharding, lambda idx, x=x: jax.numpy.asarray(x)[idx]
-                )
+                else jax.make_array_from_callback(jax.numpy.shape(x), sharding, functools.partial(_local_shard, x))
                 for x in leaves
             ]
     return jax.tree.unflatten(treedef, moved)
+
+
+def _local_shard(value: Any, index: Any) -> jax.Array:
+    """The block of ``value`` at ``index`` (a tuple of slices) as this process's shard."""
+    return jax.numpy.asarray(value)[index]
 
 
 def shard_map(
@@ -440,8 +456,8 @@ def shard_map(
     in_specs: Any,
     out_specs: Any,
     *,
-    state_in_specs: PartitionSpec | dict | None = None,
-    state_out_specs: PartitionSpec | dict | None = None,
+    state_in_specs: PartitionSpec | dict[Any, Any] | None = None,
+    state_out_specs: PartitionSpec | dict[Any, Any] | None = None,
     check_vma: bool = True,
 ) -> ShardMapFunction:
     """Map a stateful function over shards of data on a device mesh (SPMD), like ``jax.shard_map``.
