@@ -79,13 +79,13 @@ def leaf_signature(x: Any) -> Hashable:
         return (aval.shape, aval.dtype, aval.weak_type)
     t = type(x)
     if t in _PY_SCALARS:
-        return t
+        return t  # type: ignore[return-value]  # a class is hashable; mypy's Hashable protocol misses metaclass __hash__
     if isinstance(x, (np.ndarray, np.generic)):
         return (x.shape, x.dtype, False)
     return _typed_signature(x)  # tracers and other jax values; raises TypeError for the rest
 
 
-def _typed_signature(x: Any) -> tuple:
+def _typed_signature(x: Any) -> tuple[Any, ...]:
     """``(shape, dtype, weak_type)`` of a JAX value, plus its mesh type when it is traced.
 
     A traced value inside ``shard_map`` has a type that records the mesh axes it
@@ -101,7 +101,7 @@ def _typed_signature(x: Any) -> tuple:
     return sig
 
 
-def canonical_signature(x: Any) -> tuple:
+def canonical_signature(x: Any) -> tuple[Any, ...]:
     """``(shape, dtype, weak_type)`` of the value JAX would trace for ``x``.
 
     Unlike ``leaf_signature`` this canonicalises (a Python float is a weak
@@ -128,12 +128,12 @@ def state_signature(value: Any) -> Any:
     if type(value) is _PRNGKeyArray:
         return _key_signature(value)
     leaves, treedef = jax.tree.flatten(value)
-    if treedef.num_nodes == 1 and len(leaves) == 1:
+    if treedef.num_nodes == 1 and len(leaves) == 1:  # type: ignore[attr-defined]  # jaxlib PyTreeDef stub not found
         return _typed_signature(leaves[0])
     return tuple(map(_typed_signature, leaves))
 
 
-def _key_signature(key: Any) -> tuple:
+def _key_signature(key: Any) -> tuple[Any, ...]:
     # A typed key's aval is rebuilt on every ``.aval`` / ``jax.typeof`` (tens of
     # microseconds); its shape and dtype properties give the same triple cheaply.
     return (key.shape, key.dtype, False)
@@ -141,7 +141,7 @@ def _key_signature(key: Any) -> tuple:
 
 def states_match(values: Sequence[Any], signatures: Sequence[Any]) -> bool:
     """True if every value has the signature recorded at trace time (``state_signature``)."""
-    for value, sig in zip(values, signatures):
+    for value, sig in zip(values, signatures):  # noqa: B905  # hot path; lengths fixed at trace time
         t = type(value)
         if t is _ArrayImpl:
             aval = value.aval
@@ -158,7 +158,7 @@ def states_match(values: Sequence[Any], signatures: Sequence[Any]) -> bool:
     return True
 
 
-def input_states_unchanged(entry: TracedCall, values: list) -> bool:
+def input_states_unchanged(entry: TracedCall, values: list[Any]) -> bool:
     """``states_match(values, entry.state_sigs)``, in the common case without computing a signature.
 
     Arrays produced by one compiled program share their aval objects from call to
@@ -179,7 +179,7 @@ def input_states_unchanged(entry: TracedCall, values: list) -> bool:
     return True
 
 
-def reference_avals(values: Sequence[Any]) -> list | None:
+def reference_avals(values: Sequence[Any]) -> list[Any] | None:
     """The initial ``TracedCall.ref_avals``: the avals of ``values`` if all are plain arrays, else None.
 
     None turns the identity shortcut of ``input_states_unchanged`` off for good
@@ -195,14 +195,14 @@ def states_changed(entry: TracedCall, values: Sequence[Any]) -> bool:
     return not states_match(values, entry.state_sigs)
 
 
-def check_state_avals(entry: TracedCall, state_values: Sequence[Any], expected: Sequence[tuple]) -> list:
+def check_state_avals(entry: TracedCall, state_values: Sequence[Any], expected: Sequence[tuple[Any, ...]]) -> list[Any]:
     """Flatten ``state_values`` after checking them against ``expected`` (``in_state_avals``).
 
     Raises:
         ValueError: naming the first state whose shapes/dtypes differ.
     """
     leaves: list[Any] = []
-    for state, value, avals in zip(entry.in_states, state_values, expected):
+    for state, value, avals in zip(entry.in_states, state_values, expected, strict=True):
         value_leaves = jax.tree.leaves(value)
         got = tuple(canonical_signature(x) for x in value_leaves)
         if got != avals:
@@ -244,11 +244,11 @@ class TracedCall:
 
     key: Hashable
     closed_jaxpr: Any
-    in_states: list
-    in_state_avals: list
-    out_states: list
-    states: list
-    read_only_states: list
+    in_states: list[Any]
+    in_state_avals: list[Any]
+    out_states: list[Any]
+    states: list[Any]
+    read_only_states: list[Any]
     out_treedef: Any
     out_shapes: Any
     n_out_leaves: int
@@ -258,19 +258,19 @@ class TracedCall:
     cacheable: bool = True
     plan: Any = None
     compiled: Callable[..., Any] | None = None
-    state_sigs: list = dataclasses.field(default_factory=list)
-    rw_index: tuple = ()
-    ro_index: tuple = ()
-    write_back: list | None = None
+    state_sigs: list[Any] = dataclasses.field(default_factory=list)
+    rw_index: tuple[Any, ...] = ()
+    ro_index: tuple[Any, ...] = ()
+    write_back: list[Any] | None = None
     block: bool = False
-    on_failure: Callable[[list], None] | None = None
-    prepare: Callable[[list, list], tuple[list, list]] | None = None
-    graph: tuple = ()
+    on_failure: Callable[[list[Any]], None] | None = None
+    prepare: Callable[[list[Any], list[Any]], tuple[list[Any], list[Any]]] | None = None
+    graph: tuple[Any, ...] = ()
     graph_generation: int = -1
     last_used: int = 0
-    ref_avals: list | None = None
+    ref_avals: list[Any] | None = None
 
-    def split_values(self, values: list) -> tuple[list, list]:
+    def split_values(self, values: list[Any]) -> tuple[list[Any], list[Any]]:
         """``values`` (one per input state) as ``(written-state values, read-only values)``."""
         if not self.ro_index:
             return values, []
@@ -279,7 +279,7 @@ class TracedCall:
         get = values.__getitem__
         return list(map(get, self.rw_index)), list(map(get, self.ro_index))
 
-    def merge_values(self, rw: Sequence[Any], ro: Sequence[Any]) -> list:
+    def merge_values(self, rw: Sequence[Any], ro: Sequence[Any]) -> list[Any]:
         """Inverse of ``split_values``: one value per input state, in ``in_states`` order."""
         return merger(self)(rw, ro)
 
@@ -290,7 +290,7 @@ class TracedCall:
         )
 
 
-def merger(entry: TracedCall) -> Callable[[Sequence[Any], Sequence[Any]], list]:
+def merger(entry: TracedCall) -> Callable[[Sequence[Any], Sequence[Any]], list[Any]]:
     """``entry.merge_values`` as a function that does not refer to ``entry``.
 
     Compiled programs use it: a program that referred to its own entry would form
@@ -298,18 +298,18 @@ def merger(entry: TracedCall) -> Callable[[Sequence[Any], Sequence[Any]], list]:
     """
     rw_index, ro_index = entry.rw_index, entry.ro_index
 
-    def merge(rw: Sequence[Any], ro: Sequence[Any]) -> list:
+    def merge(rw: Sequence[Any], ro: Sequence[Any]) -> list[Any]:
         merged: list[Any] = [None] * (len(rw) + len(ro))
-        for i, v in zip(rw_index, rw):
+        for i, v in zip(rw_index, rw):  # noqa: B905  # hot path; lengths fixed at trace time
             merged[i] = v
-        for i, v in zip(ro_index, ro):
+        for i, v in zip(ro_index, ro):  # noqa: B905  # hot path; lengths fixed at trace time
             merged[i] = v
         return merged
 
     return merge
 
 
-def unflatten_states(defs: Sequence[Any], flat: Sequence[Any]) -> list:
+def unflatten_states(defs: Sequence[Any], flat: Sequence[Any]) -> list[Any]:
     """Split a flat list of leaves into one pytree per treedef."""
     values = []
     i = 0
@@ -320,14 +320,14 @@ def unflatten_states(defs: Sequence[Any], flat: Sequence[Any]) -> list:
     return values
 
 
-def read_state_values(states: Sequence[State]) -> list:
+def read_state_values(states: Sequence[State[Any]]) -> list[Any]:
     """Current values of ``states``, recording the reads on any active trace stack."""
     if CTX.stacks:
         return [s.value for s in states]
     return [s._value for s in states]
 
 
-def write_state_values(states: Sequence[State], values: Sequence[Any], who: str) -> None:
+def write_state_values(states: Sequence[State[Any]], values: Sequence[Any], who: str) -> None:
     """Write results back into states, all or nothing.
 
     Once the first value is stored the rest are stored too, even if an
@@ -343,21 +343,21 @@ def write_state_values(states: Sequence[State], values: Sequence[Any], who: str)
             _check_not_leaking(states[0], probe, who)
         done = False
         try:
-            for state, value in zip(states, values):
+            for state, value in zip(states, values):  # noqa: B905  # hot path; lengths fixed at trace time
                 state._value = value
             done = True
         finally:
             if not done:  # interrupted half-way: finish, so the write is all or nothing
-                for state, value in zip(states, values):
+                for state, value in zip(states, values):  # noqa: B905  # hot path; lengths fixed at trace time
                     state._value = value
         return
-    for state, value in zip(states, values):
+    for state, value in zip(states, values):  # noqa: B905  # hot path; lengths fixed at trace time
         for stack in stacks[state._level :]:
             stack._on_write(state)
         state.restore_value(value)
 
 
-def _check_not_leaking(state: State, probe: Any, who: str) -> None:
+def _check_not_leaking(state: State[Any], probe: Any, who: str) -> None:
     """Raise ``StateLeakError`` if ``probe`` (a first new value) is a tracer of a plain JAX transformation."""
     if not isinstance(probe, jax.Array):
         probe_leaves = jax.tree.leaves(probe)  # a pytree value: look at its first leaf
@@ -371,7 +371,7 @@ def _check_not_leaking(state: State, probe: Any, who: str) -> None:
         )
 
 
-def replay(entry: TracedCall, values: list, leaves: Sequence[Any], who: str) -> Any:
+def replay(entry: TracedCall, values: list[Any], leaves: Sequence[Any], who: str) -> Any:
     """Run the compiled program of ``entry`` once and write the new state values back.
 
     ``values`` are the current values of ``entry.in_states`` (already checked with
@@ -390,7 +390,8 @@ def replay(entry: TracedCall, values: list, leaves: Sequence[Any], who: str) -> 
         rw, ro = entry.split_values(values)
     ok = False
     try:
-        out, new_values = entry.compiled(rw, ro, *leaves)
+        # compiled and write_back are set before an entry is cached; no runtime check on the hot path.
+        out, new_values = entry.compiled(rw, ro, *leaves)  # type: ignore[misc]
         if entry.block and not CTX.stacks:
             # Errors raised while the program runs (a failing callback, a device
             # error) surface here, before any state sees the results.
@@ -399,7 +400,7 @@ def replay(entry: TracedCall, values: list, leaves: Sequence[Any], who: str) -> 
     finally:
         if not ok and entry.on_failure is not None:
             entry.on_failure(values)
-    write_state_values(entry.write_back, new_values, who)
+    write_state_values(entry.write_back, new_values, who)  # type: ignore[arg-type]  # set before caching (above)
     return out
 
 

@@ -279,7 +279,7 @@ class State(StateDisplay, Generic[T]):
     def _check_write(self, new_value: Any) -> None:
         old_def = jax.tree.structure(self._value)
         new_def = jax.tree.structure(new_value)
-        if old_def != new_def:
+        if old_def != new_def:  # type: ignore[operator]  # jaxlib PyTreeDef stub not found
             raise ValueError(
                 f"Cannot assign to {self.describe()}: the new value has pytree structure "
                 f"{_describe_structure(new_value)} but the state holds "
@@ -287,7 +287,9 @@ class State(StateDisplay, Generic[T]):
                 "create a new State if you need a different one."
             )
         if self.strict or CTX.strict:
-            for path_and_old, new in zip(jax.tree.leaves_with_path(self._value), jax.tree.leaves(new_value)):
+            for path_and_old, new in zip(
+                jax.tree.leaves_with_path(self._value), jax.tree.leaves(new_value), strict=True
+            ):
                 path, old = path_and_old
                 if np.shape(old) != np.shape(new) or _dtype_of(old) != _dtype_of(new):
                     where = jax.tree_util.keystr(path) if path else ""
@@ -412,7 +414,7 @@ class State(StateDisplay, Generic[T]):
     def __copy__(self) -> State[T]:
         return self._clone(self._value)
 
-    def __deepcopy__(self, memo: dict) -> State[T]:
+    def __deepcopy__(self, memo: dict[int, Any]) -> State[T]:
         import copy as _copy
 
         new = object.__new__(type(self))
@@ -490,7 +492,7 @@ def use_private_values(on: bool) -> None:
         False
     """
     if on:
-        State._value = _PRIVATE_VALUE  # type: ignore[misc]
+        State._value = _PRIVATE_VALUE
     elif "_value" in State.__dict__:
         del State._value
 

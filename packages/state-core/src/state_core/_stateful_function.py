@@ -124,7 +124,7 @@ class StatefulFunction(StatefulFunctionIntrospection):
         self.static_argnums = _normalize_argnums(static_argnums, "static_argnums")
         self.static_argnames = _normalize_argnames(static_argnames)
         self._no_statics = not (self.static_argnums or self.static_argnames)
-        self.name = name or getattr(fun, "__name__", type(fun).__name__)
+        self.name = name if name else getattr(fun, "__name__", type(fun).__name__)
         self._cache = TraceCache(DEFAULT_CACHE_SIZE if cache_size is None else cache_size)
         self._last: TracedCall | None = None
         # Serialises tracing of this function; cached calls never take it. Re-entrant,
@@ -133,7 +133,9 @@ class StatefulFunction(StatefulFunctionIntrospection):
         register_cache_owner(self)
 
     # ------------------------------------------------------------------ signatures
-    def _split_args(self, args: tuple, kwargs: dict) -> tuple[tuple, dict, tuple, tuple]:
+    def _split_args(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[tuple[Any, ...], dict[str, Any], tuple[Any, ...], tuple[Any, ...]]:
         if self.static_argnums:
             n = len(args)
             static_pos = set()
@@ -156,7 +158,9 @@ class StatefulFunction(StatefulFunctionIntrospection):
             dyn_kwargs, static_kwargs = kwargs, ()
         return dyn_args, dyn_kwargs, static_args, static_kwargs
 
-    def _signature(self, args: tuple, kwargs: dict) -> tuple[Hashable, list, Any, tuple, tuple, tuple, dict]:
+    def _signature(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[Hashable, list[Any], Any, tuple[Any, ...], tuple[Any, ...], tuple[Any, ...], dict[str, Any]]:
         if self.static_argnums or self.static_argnames:
             dyn_args, dyn_kwargs, static_args, static_kwargs = self._split_args(args, kwargs)
         else:
@@ -172,7 +176,9 @@ class StatefulFunction(StatefulFunctionIntrospection):
             self._check_static_hashable(key, static_args, static_kwargs)
         return key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs
 
-    def _check_static_hashable(self, key: tuple, static_args: tuple, static_kwargs: tuple) -> None:
+    def _check_static_hashable(
+        self, key: tuple[Any, ...], static_args: tuple[Any, ...], static_kwargs: tuple[Any, ...]
+    ) -> None:
         try:
             hash(key)
         except TypeError:
@@ -186,7 +192,7 @@ class StatefulFunction(StatefulFunctionIntrospection):
                     ) from None
             raise
 
-    def _raise_bad_leaf(self, dyn_args: tuple, dyn_kwargs: dict) -> None:
+    def _raise_bad_leaf(self, dyn_args: tuple[Any, ...], dyn_kwargs: dict[str, Any]) -> None:
         named = [(f"positional argument {i}", a) for i, a in enumerate(dyn_args)]
         named += [(f"keyword argument '{k}'", v) for k, v in dyn_kwargs.items()]
         for label, value in named:
@@ -205,7 +211,7 @@ class StatefulFunction(StatefulFunctionIntrospection):
         """The cache key of a call with these arguments (see ``get_jaxpr_by_cache``)."""
         return self._call_key(args, kwargs)[0]
 
-    def _call_key(self, args: tuple, kwargs: dict) -> tuple[Hashable, Sequence[Any]]:
+    def _call_key(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Hashable, Sequence[Any]]:
         """The cache key and dynamic leaves of a call (see ``_argument_key``).
 
         Under a state-aware trace inside ``shard_map`` the key also names the mesh
@@ -220,7 +226,7 @@ class StatefulFunction(StatefulFunctionIntrospection):
                 key = (key, mesh)
         return key, leaves
 
-    def _argument_key(self, args: tuple, kwargs: dict) -> tuple[Hashable, Sequence[Any]]:
+    def _argument_key(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Hashable, Sequence[Any]]:
         """The cache key and dynamic leaves of a call: the hot-path subset of ``_signature``.
 
         Positional arrays alone (the common case) are keyed by their avals without
@@ -263,11 +269,13 @@ class StatefulFunction(StatefulFunctionIntrospection):
         """
         return None
 
-    def _abstract_inputs(self, ctx: Any, dyn_args: tuple, dyn_kwargs: dict, leaves: list) -> list:
+    def _abstract_inputs(
+        self, ctx: Any, dyn_args: tuple[Any, ...], dyn_kwargs: dict[str, Any], leaves: list[Any]
+    ) -> list[Any]:
         """The abstract values the user function is traced with (one per dynamic leaf)."""
         return [_aval_of(x) for x in leaves]
 
-    def _state_input_avals(self, ctx: Any, state: State, value: Any) -> Any:
+    def _state_input_avals(self, ctx: Any, state: State[Any], value: Any) -> Any:
         """The abstract value the traced code sees when it first reads ``state``."""
         return jax.tree.map(_aval_of, value)
 
@@ -275,7 +283,7 @@ class StatefulFunction(StatefulFunctionIntrospection):
         """Named axes (``(name, size)`` pairs) bound while tracing; used by mapping engines."""
         return None
 
-    def _after_trace(self, ctx: Any, entry: TracedCall, dyn_args: tuple, dyn_kwargs: dict) -> None:
+    def _after_trace(self, ctx: Any, entry: TracedCall, dyn_args: tuple[Any, ...], dyn_kwargs: dict[str, Any]) -> None:
         """Called once per new signature, after tracing, before compiling (sets ``entry.plan``)."""
 
     def _compile(self, entry: TracedCall) -> Callable[..., Any]:
@@ -289,8 +297,13 @@ class StatefulFunction(StatefulFunctionIntrospection):
 
     # ------------------------------------------------------------------ tracing
     def _rebuild_args(
-        self, leaves: Sequence[Any], treedef: Any, static_args: tuple, static_kwargs: tuple, n_args: int
-    ) -> tuple[tuple, dict]:
+        self,
+        leaves: Sequence[Any],
+        treedef: Any,
+        static_args: tuple[Any, ...],
+        static_kwargs: tuple[Any, ...],
+        n_args: int,
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
         dyn_args, dyn_kwargs = jax.tree.unflatten(treedef, leaves)
         if static_args:
             merged: list[Any] = []
@@ -309,23 +322,23 @@ class StatefulFunction(StatefulFunctionIntrospection):
         self,
         ctx: Any,
         key: Hashable,
-        leaves: list,
+        leaves: list[Any],
         treedef: Any,
-        static_args: tuple,
-        static_kwargs: tuple,
-        dyn_args: tuple,
-        dyn_kwargs: dict,
+        static_args: tuple[Any, ...],
+        static_kwargs: tuple[Any, ...],
+        dyn_args: tuple[Any, ...],
+        dyn_kwargs: dict[str, Any],
     ) -> TracedCall:
         """Run the user function once under a JAX trace and record what it did."""
         abstract = self._abstract_inputs(ctx, dyn_args, dyn_kwargs, leaves)
         n_args = len(dyn_args) + len(static_args)
-        in_states: list[State] = []
+        in_states: list[State[Any]] = []
         in_state_avals: list[Any] = []
         # Everything below is local to this trace (closures), never stored on self.
         jax_trace: list[Any] = []
         recorded: list[Any] = []
 
-        def first_read(state: State) -> Any:
+        def first_read(state: State[Any]) -> Any:
             value = state._value
             avals = self._state_input_avals(ctx, state, value)
             aval_leaves, aval_def = jax.tree.flatten(avals)
@@ -390,7 +403,7 @@ class StatefulFunction(StatefulFunctionIntrospection):
             ro_index=tuple(k for k, s in enumerate(in_states) if id(s) not in written_ids),
         )
 
-    def _new_entry(self, args: tuple, kwargs: dict) -> TracedCall:
+    def _new_entry(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> TracedCall:
         """Trace and compile a new signature (the caller holds the trace lock)."""
         _, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs = self._signature(args, kwargs)
         key = self._call_key(args, kwargs)[0]
@@ -411,7 +424,7 @@ class StatefulFunction(StatefulFunctionIntrospection):
         return entry
 
     # ------------------------------------------------------------------ object graph changes
-    def _graph_roots(self) -> list:
+    def _graph_roots(self) -> list[Any]:
         """Objects whose attributes the function reaches: a bound method's owner, the
         callable object itself, or the cells a closure captured."""
         fun = self.fun
@@ -423,7 +436,7 @@ class StatefulFunction(StatefulFunctionIntrospection):
             return [fun]
         return []
 
-    def _graph_snapshot(self, entry: TracedCall) -> tuple:
+    def _graph_snapshot(self, entry: TracedCall) -> tuple[Any, ...]:
         """``(path, state)`` for every state the trace used that the object graph holds."""
         roots = self._graph_roots()
         if not roots:
@@ -445,7 +458,7 @@ class StatefulFunction(StatefulFunctionIntrospection):
         return True
 
     # ------------------------------------------------------------------ choosing the program
-    def _resolve(self, args: tuple, kwargs: dict) -> tuple[TracedCall, list, list]:
+    def _resolve(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[TracedCall, list[Any], Sequence[Any]]:
         """``(entry, input state values, dynamic leaves)`` for a call, tracing if needed.
 
         The entry is chosen by the arguments' signature, then checked against the
@@ -470,7 +483,7 @@ class StatefulFunction(StatefulFunctionIntrospection):
             entry = self._new_entry(args, kwargs)
         return entry, read_state_values(entry.in_states), leaves
 
-    def _lookup(self, args: tuple, kwargs: dict) -> tuple[TracedCall, list]:
+    def _lookup(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[TracedCall, Sequence[Any]]:
         """``(entry, dynamic leaves)`` for a call, tracing if needed; reads no state."""
         entry, _, leaves = self._resolve(args, kwargs)
         return entry, leaves
@@ -484,7 +497,7 @@ class StatefulFunction(StatefulFunctionIntrospection):
         out_defs = [jax.tree.structure(s._value) for s in entry.out_states]
         merge = merger(entry)
 
-        def pure(rw: list, ro: list, *dyn_leaves: Any) -> tuple[Any, list]:
+        def pure(rw: list[Any], ro: list[Any], *dyn_leaves: Any) -> tuple[Any, list[Any]]:
             state_leaves = jax.tree.leaves(merge(rw, ro))
             flat = run(*state_leaves, *dyn_leaves)
             out = jax.tree.unflatten(out_treedef, flat[:n_out])
@@ -522,7 +535,7 @@ class StatefulFunction(StatefulFunctionIntrospection):
         entry, values, leaves = self._resolve(args, kwargs)
         return replay(entry, values, leaves, self.name)
 
-    def jaxpr_call(self, state_values: Sequence[Any], *args: Any, **kwargs: Any) -> tuple[list, Any]:
+    def jaxpr_call(self, state_values: Sequence[Any], *args: Any, **kwargs: Any) -> tuple[list[Any], Any]:
         """Evaluate the traced program for these arguments without touching any state.
 
         Args:
@@ -539,7 +552,7 @@ class StatefulFunction(StatefulFunctionIntrospection):
                 f"jaxpr_call: {self.name} reads {len(entry.in_states)} state(s) for this signature "
                 f"but {len(state_values)} value(s) were given (see get_traced_call().in_states)."
             )
-        for state, value, expected in zip(entry.in_states, state_values, entry.in_state_avals):
+        for state, value, expected in zip(entry.in_states, state_values, entry.in_state_avals, strict=True):
             got = tuple((sig[0], sig[1]) for sig in map(canonical_signature, jax.tree.leaves(value)))
             if got != tuple((sig[0], sig[1]) for sig in expected):
                 raise ValueError(
@@ -603,7 +616,7 @@ class StatefulFunction(StatefulFunctionIntrospection):
         """The ``TracedCall`` record for ``key`` (default: the latest trace)."""
         return self._entry(key)
 
-    def get_states(self, *args: Any, **kwargs: Any) -> list[State]:
+    def get_states(self, *args: Any, **kwargs: Any) -> list[State[Any]]:
         """Every state the function accessed for a call with these arguments, in first-access order.
 
         Without arguments, the latest trace is described; ``compile_if_miss=False``
@@ -624,11 +637,11 @@ class StatefulFunction(StatefulFunctionIntrospection):
         """
         return list(self._traced_for(args, kwargs).states)
 
-    def get_read_states(self, *args: Any, **kwargs: Any) -> list[State]:
+    def get_read_states(self, *args: Any, **kwargs: Any) -> list[State[Any]]:
         """States the function read but never wrote (arguments as for ``get_states``)."""
         return list(self._traced_for(args, kwargs).read_only_states)
 
-    def get_write_states(self, *args: Any, **kwargs: Any) -> list[State]:
+    def get_write_states(self, *args: Any, **kwargs: Any) -> list[State[Any]]:
         """States the function wrote (arguments as for ``get_states``)."""
         return list(self._traced_for(args, kwargs).out_states)
 
@@ -646,7 +659,7 @@ class StatefulFunction(StatefulFunctionIntrospection):
         return f"StatefulFunction({self.name}, {len(self._cache)} cached signature(s))"
 
 
-def _positional_key(args: tuple) -> tuple:
+def _positional_key(args: tuple[Any, ...]) -> tuple[Any, ...]:
     """The cache key of a call whose arguments are all concrete arrays: their avals' triples."""
     if len(args) == 1:
         aval = args[0].aval
@@ -661,7 +674,7 @@ _PACKED = object()
 
 def _cell_is_set(cell: Any) -> bool:
     try:
-        cell.cell_contents
+        _ = cell.cell_contents  # reading it is the test
     except ValueError:  # a closure variable that is not bound yet
         return False
     return True
