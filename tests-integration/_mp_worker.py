@@ -81,9 +81,7 @@ def main() -> None:
 
     g = state_transform.shard_map(draw, mesh, in_specs=(P("x"),), out_specs=P("x"))
     noise = g(data)
-    noise_shards = [
-        [[sl.start or 0 for sl in s.index][0], np.asarray(s.data).tolist()] for s in noise.addressable_shards
-    ]
+    noise_shards = [[s.index[0].start or 0, np.asarray(s.data).tolist()] for s in noise.addressable_shards]
     rng_key = np.asarray(jax.random.key_data(rng.value)).tolist()
 
     value = buffer.value

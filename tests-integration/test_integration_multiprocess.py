@@ -130,7 +130,7 @@ def test_sharded_buffer_accumulates_twice_per_shard(records):
         ]
         assert r["buffer_shard_indices"] == expected_index
         assert len(r["buffer_shards"]) == LOCAL_DEVICES
-        for (start, stop), shard in zip(expected_index, r["buffer_shards"]):
+        for (start, stop), shard in zip(expected_index, r["buffer_shards"], strict=True):
             assert_allclose(np.asarray(shard, np.float32), 2.0 * data[start:stop], rtol=0, atol=0)
     # Together the two processes hold the whole buffer exactly once.
     full = np.concatenate([np.asarray(s, np.float32) for r in records for s in r["buffer_shards"]])

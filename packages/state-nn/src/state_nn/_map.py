@@ -9,7 +9,7 @@ import types
 import warnings
 import weakref
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import Any, cast
 
 import jax
 
@@ -32,14 +32,14 @@ _MAX_CACHED_MAPS = 128
 class _MemberStates(Filter):
     """Selects exactly the given state objects (a set lookup by identity)."""
 
-    def __init__(self, states: list[State]) -> None:
+    def __init__(self, states: list[State[Any]]) -> None:
         self.states = tuple(states)
         self._ids = frozenset(id(s) for s in states)
 
     def __call__(self, path: Any, state: Any) -> bool:
         return id(state) in self._ids
 
-    def _key(self) -> tuple:
+    def _key(self) -> tuple[Any, ...]:
         return (self._ids,)
 
     def __repr__(self) -> str:
@@ -60,7 +60,7 @@ def _normalize_user_axes(spec: Any, what: str) -> dict[Any, Filter]:
     return {0: to_predicate(spec)}
 
 
-def _merge_state_axes(groups: dict[Any, list[State]], user: Any, what: str) -> dict[Any, Filter]:
+def _merge_state_axes(groups: dict[Any, list[State[Any]]], user: Any, what: str) -> dict[Any, Filter]:
     """User entries first (they take priority), then the init groups ``{axis: [states]}``.
 
     A member state that a user filter matches is left to that filter, so the
@@ -81,9 +81,9 @@ def _merge_state_axes(groups: dict[Any, list[State]], user: Any, what: str) -> d
 def _freeze(x: Any) -> Hashable:
     """A hashable stand-in for an axes spec (lists/dicts become tuples)."""
     if isinstance(x, dict):
-        return ("__dict__",) + tuple((k, _freeze(v)) for k, v in x.items())
+        return ("__dict__", *((k, _freeze(v)) for k, v in x.items()))
     if isinstance(x, (list, tuple)):
-        return (type(x).__name__,) + tuple(_freeze(v) for v in x)
+        return (type(x).__name__, *(_freeze(v) for v in x))
     if isinstance(x, State):
         return ("__state__", id(x))
     hash(x)
@@ -95,7 +95,7 @@ _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 def _user_stacklevel() -> int:
     """The ``stacklevel`` that points a warning at the first caller outside state_nn."""
-    frame = sys._getframe(1)
+    frame: types.FrameType | None = sys._getframe(1)
     level = 1
     while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == _PACKAGE_DIR:
         frame = frame.f_back
@@ -115,7 +115,7 @@ class _TraceCounter:
 _UPDATE_TRACES = _TraceCounter()
 
 
-def _call_module(module: Any, args: tuple, kwargs: dict) -> Any:
+def _call_module(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     # Runs only while the mapping traces (a cached call runs the compiled
     # program), so counting here costs nothing on the hot path.
     _UPDATE_TRACES.n += 1
@@ -123,7 +123,7 @@ def _call_module(module: Any, args: tuple, kwargs: dict) -> Any:
 
 
 def _method_runner(name: str) -> Callable[..., Any]:
-    def run(module: Any, args: tuple, kwargs: dict) -> Any:
+    def run(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         return getattr(module, name)(*args, **kwargs)
 
     run.__name__ = name
@@ -131,7 +131,7 @@ def _method_runner(name: str) -> Callable[..., Any]:
 
 
 def _callable_runner(fn: Callable[..., Any]) -> Callable[..., Any]:
-    def run(module: Any, args: tuple, kwargs: dict) -> Any:
+    def run(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         return fn(module, *args, **kwargs)
 
     run.__name__ = getattr(fn, "__name__", type(fn).__name__)
@@ -146,8 +146,8 @@ class _MapCache:
     def __init__(self) -> None:
         self.traces_seen = -1  # _UPDATE_TRACES.n when the update's writes were last checked
         # Shared states already warned about; weak, so a re-created state is new.
-        self.warned: weakref.WeakSet[State] = weakref.WeakSet()
-        self.groups: dict[Any, list[State]] | None = None
+        self.warned: weakref.WeakSet[State[Any]] = weakref.WeakSet()
+        self.groups: dict[Any, list[State[Any]]] | None = None
         self.state_axes: dict[Any, Filter] | None = None
         self.update: _MapCaller | None = None
         self.maps: collections.OrderedDict[Hashable, _MapCaller] = collections.OrderedDict()
@@ -334,7 +334,7 @@ class Map(Module):
 
     # ------------------------------------------------------------------ state
     @property
-    def dict_vmap_states(self) -> dict[Any, list[State]] | None:
+    def dict_vmap_states(self) -> dict[Any, list[State[Any]]] | None:
         """``{axis: [states]}`` created by ``init_all_states``, or ``None`` before it."""
         return self._cache.groups
 
@@ -411,6 +411,7 @@ class Map(Module):
         # The mapped function is ``runner(args_tuple, kwargs_dict)``: args follow
         # in_axes (a prefix of the tuple), keyword arguments are shared.
         packed_in_axes = (in_axes, None)
+        mapping: state_transform.StatefulMapping
         if self._layout is not None:
             mapping = ShardedMapping(
                 runner,
@@ -469,7 +470,8 @@ class Map(Module):
         cache = self._cache
         caller = cache.update
         if caller is None:
-            caller = self._require_init("update").update
+            # init_all_states sets the update caller together with the groups it checks.
+            caller = cast(_MapCaller, self._require_init("update").update)
         out = caller(*args, **kwargs)
         if cache.traces_seen != _UPDATE_TRACES.n:
             cache.traces_seen = _UPDATE_TRACES.n
@@ -577,10 +579,12 @@ class Map(Module):
         if key is not None and key in cache.maps:
             cache.maps.move_to_end(key)
             return cache.maps[key]
-        if state_axes is None:
-            axes = cache.state_axes
-        else:
-            axes = _merge_state_axes(cache.groups, state_axes, "state_axes")
+        # _require_init checked the groups; init_all_states sets state_axes with them.
+        axes = (
+            cast("dict[Any, Filter]", cache.state_axes)
+            if state_axes is None
+            else _merge_state_axes(cast("dict[Any, list[State[Any]]]", cache.groups), state_axes, "state_axes")
+        )
         if isinstance(fn, str):
             runner, label = _method_runner(fn), fn
         else:
@@ -632,7 +636,7 @@ class Map(Module):
             n_args = len(args)
 
             def reset(module: Any, *values: Any) -> None:
-                module.reset_all_states(*values[:n_args], **dict(zip(names, values[n_args:])))
+                module.reset_all_states(*values[:n_args], **dict(zip(names, values[n_args:], strict=True)))
 
             static = tuple(range(n_args + len(names)))
             fun = types.MethodType(reset, self.module)

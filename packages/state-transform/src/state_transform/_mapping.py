@@ -8,7 +8,7 @@ import threading
 import warnings
 import weakref
 from collections.abc import Callable, Hashable, Iterable
-from typing import Any
+from typing import Any, cast
 
 import jax
 import jax.extend.core as jex_core
@@ -55,15 +55,15 @@ _PMAP_TRACES = _PmapTraces()
 class _MappingTrace:
     """What one trace of a ``StatefulMapping`` learns while the user function runs."""
 
-    paths: dict
+    paths: dict[int, tuple[Any, ...]]
     size_guess: int | None = None
-    modes: dict = dataclasses.field(default_factory=dict)
-    sizes: list = dataclasses.field(default_factory=list)
-    split: list = dataclasses.field(default_factory=list)
+    modes: dict[int, Any] = dataclasses.field(default_factory=dict)
+    sizes: list[Any] = dataclasses.field(default_factory=list)
+    split: list[Any] = dataclasses.field(default_factory=list)
     size_used: int | None = None
-    leaf_positions: list = dataclasses.field(default_factory=list)
-    leaf_axes: list = dataclasses.field(default_factory=list)
-    arg_avals: list = dataclasses.field(default_factory=list)
+    leaf_positions: list[Any] = dataclasses.field(default_factory=list)
+    leaf_axes: list[Any] = dataclasses.field(default_factory=list)
+    arg_avals: list[Any] = dataclasses.field(default_factory=list)
 
     def restart(self, size_guess: int) -> None:
         """Forget the first trace before tracing again with the axis size now known."""
@@ -92,15 +92,15 @@ class MappingPlan:
 
     axis_size: int
     axis_name: Hashable
-    in_modes: list
-    split_positions: list
-    lane_written_mask: list
-    lane_written_axes: list
-    leaf_axes: list
-    leaf_positions: list
+    in_modes: list[Any]
+    split_positions: list[Any]
+    lane_written_mask: list[Any]
+    lane_written_axes: list[Any]
+    leaf_axes: list[Any]
+    leaf_positions: list[Any]
     mapped_inputs: bool
-    out_varying: list
-    arg_avals: list
+    out_varying: list[Any]
+    arg_avals: list[Any]
     program: Callable[..., Any] | None = None
 
 
@@ -179,7 +179,7 @@ class StatefulMapping(StatefulFunction):
         axis_name: Hashable | None = None,
         name: str | None = None,
         mapping_fn: Callable[..., Any] = jax.vmap,
-        mapping_kwargs: dict | None = None,
+        mapping_kwargs: dict[str, Any] | None = None,
     ) -> None:
         if isinstance(fun, State):
             raise TypeError("StatefulMapping maps a callable, not a State; read the state inside a function.")
@@ -208,16 +208,16 @@ class StatefulMapping(StatefulFunction):
         self._stacked: dict[int, tuple[Any, int]] = {}
 
     # ------------------------------------------------------------------ naming states
-    def _state_label(self, state: State, paths: dict[int, tuple]) -> str:
+    def _state_label(self, state: State[Any], paths: dict[int, tuple[Any, ...]]) -> str:
         path = paths.get(id(state))
         if path:
             return f"{type(state).__name__} at path '{'.'.join(map(str, path))}'"
         return state.describe()
 
-    def _resolve_axis(self, state: State, axes: dict, paths: dict[int, tuple]) -> Any:
+    def _resolve_axis(self, state: State[Any], axes: dict[Any, Any], paths: dict[int, tuple[Any, ...]]) -> Any:
         return first_match(axes.items(), paths.get(id(state), ()), state, _UNDECLARED)
 
-    def _in_axis(self, state: State, value: Any, paths: dict[int, tuple]) -> Any:
+    def _in_axis(self, state: State[Any], value: Any, paths: dict[int, tuple[Any, ...]]) -> Any:
         """The axis ``state`` is mapped on the way in, including an axis this mapping stacked it on."""
         axis = self._resolve_axis(state, self.state_in_axes, paths)
         if axis is not _UNDECLARED:
@@ -235,7 +235,15 @@ class StatefulMapping(StatefulFunction):
         return _MappingTrace(paths=states_of_callable(self.origin_fun).paths_by_state())
 
     def _trace(
-        self, ctx: _MappingTrace, key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs
+        self,
+        ctx: _MappingTrace,
+        key: Hashable,
+        leaves: list[Any],
+        treedef: Any,
+        static_args: tuple[Any, ...],
+        static_kwargs: tuple[Any, ...],
+        dyn_args: tuple[Any, ...],
+        dyn_kwargs: dict[str, Any],
     ) -> TracedCall:
         is_pmap = self.mapping_fn is jax.pmap
         for _ in range(2):
@@ -285,7 +293,9 @@ class StatefulMapping(StatefulFunction):
                     return jax.numpy.shape(leaves[0])[axis]
         return None
 
-    def _abstract_inputs(self, ctx: _MappingTrace, dyn_args: tuple, dyn_kwargs: dict, leaves: list) -> list:
+    def _abstract_inputs(
+        self, ctx: _MappingTrace, dyn_args: tuple[Any, ...], dyn_kwargs: dict[str, Any], leaves: list[Any]
+    ) -> list[Any]:
         n_static = len(self.static_argnums)
         static_positions = frozenset((i + len(dyn_args) + n_static) if i < 0 else i for i in self.static_argnums)
         all_args = _interleave_statics(dyn_args, static_positions)
@@ -293,7 +303,7 @@ class StatefulMapping(StatefulFunction):
         ctx.leaf_positions = positions
         abstract = []
         checked_axes = []
-        for leaf, axis, label in zip(leaves, axes, labels):
+        for leaf, axis, label in zip(leaves, axes, labels, strict=True):
             aval = jax.typeof(leaf)
             ctx.arg_avals.append(jax.core.ShapedArray(aval.shape, aval.dtype, weak_type=aval.weak_type))
             axis = check_axis(axis, len(aval.shape), label, aval.shape)
@@ -304,7 +314,7 @@ class StatefulMapping(StatefulFunction):
         ctx.leaf_axes = checked_axes
         return abstract
 
-    def _state_input_avals(self, ctx: _MappingTrace, state: State, value: Any) -> Any:
+    def _state_input_avals(self, ctx: _MappingTrace, state: State[Any], value: Any) -> Any:
         paths = ctx.paths
         axis = self._in_axis(state, value, paths)
         if axis is not None and is_random_state(state) and is_single_key(value):
@@ -327,7 +337,9 @@ class StatefulMapping(StatefulFunction):
         ctx.modes[id(state)] = axis if axis >= 0 else axis + len(jax.typeof(leaves[0]).shape)
         return jax.tree.unflatten(treedef, avals)
 
-    def _after_trace(self, ctx: _MappingTrace, entry: TracedCall, dyn_args: tuple, dyn_kwargs: dict) -> None:
+    def _after_trace(
+        self, ctx: _MappingTrace, entry: TracedCall, dyn_args: tuple[Any, ...], dyn_kwargs: dict[str, Any]
+    ) -> None:
         paths = ctx.paths
         modes = ctx.modes
         size = self._decide_axis_size(ctx.sizes)
@@ -338,19 +350,19 @@ class StatefulMapping(StatefulFunction):
 
         # Which written values differ between lanes (decides undeclared writes).
         varying_in = []
-        for state, mode in zip(entry.in_states, in_modes):
+        for state, mode in zip(entry.in_states, in_modes, strict=True):
             varying_in.extend([mode is not None] * len(jax.tree.leaves(state._value)))
         varying_in.extend(axis is not None for axis in ctx.leaf_axes)
         axis_name = self.axis_name if self.axis_name is not None else _private_axis_name()
         varying = varying_outputs(entry.closed_jaxpr.jaxpr, varying_in, self.axis_name)
         written_varying = varying[entry.n_out_leaves :]
 
-        lane_written: list[State] = []
-        lane_written_axes: list = []
+        lane_written: list[State[Any]] = []
+        lane_written_axes: list[Any] = []
         lane_written_mask: list[bool] = []
         i = 0
         for state in entry.out_states:
-            n = jax.tree.structure(state._value).num_leaves
+            n = jax.tree.structure(state._value).num_leaves  # type: ignore[attr-defined]  # jaxlib PyTreeDef stub not found
             state_varies = any(written_varying[i : i + n])
             i += n
             if id(state) in split_ids:
@@ -380,7 +392,7 @@ class StatefulMapping(StatefulFunction):
         entry.write_back = lane_written + split_states
         if split_positions:
 
-            def advance_on_failure(values: list) -> None:
+            def advance_on_failure(values: list[Any]) -> None:
                 advance_keys(split_states, [values[k] for k in split_positions], size)
 
             entry.on_failure = advance_on_failure
@@ -415,7 +427,7 @@ class StatefulMapping(StatefulFunction):
             )
         return size
 
-    def _out_axis(self, state: State, varies: bool, paths: dict[int, tuple], in_mode: Any = None) -> Any:
+    def _out_axis(self, state: State[Any], varies: bool, paths: dict[int, tuple[Any, ...]], in_mode: Any = None) -> Any:
         axis = self._resolve_axis(state, self.state_out_axes, paths)
         label = self._state_label(state, paths)
         if axis is not _UNDECLARED:
@@ -481,7 +493,8 @@ class StatefulMapping(StatefulFunction):
         # index array is mapped instead: jax.pmap needs at least one mapped input.
         lanes = None if plan.mapped_inputs else jax.numpy.arange(size, dtype=jax.numpy.int32)
 
-        def lane(state_values: list, *dyn_leaves: Any) -> tuple[Any, list, list]:
+        def lane(state_values: list[Any], *dyn_leaves: Any) -> tuple[Any, list[Any], list[Any]]:
+            next_keys: list[Any]
             if split_before:
                 values, next_keys = state_values, []
             else:
@@ -493,7 +506,7 @@ class StatefulMapping(StatefulFunction):
                 dyn_leaves = dyn_leaves[:-1]
             flat = run(*leaves, *dyn_leaves)
             out = jax.tree.unflatten(out_treedef, flat[:n_out])
-            written = [v for v, keep in zip(unflatten_states(out_defs, flat[n_out:]), mask) if keep]
+            written = [v for v, keep in zip(unflatten_states(out_defs, flat[n_out:]), mask, strict=True) if keep]
             return out, written, next_keys
 
         split_axis = 0 if split_before else None
@@ -518,7 +531,7 @@ class StatefulMapping(StatefulFunction):
         )
         merge = merger(entry)
 
-        def program(rw: list, ro: list, *dyn_leaves: Any) -> tuple[Any, list]:
+        def program(rw: list[Any], ro: list[Any], *dyn_leaves: Any) -> tuple[Any, list[Any]]:
             state_values = merge(rw, ro)
             if lanes is not None:
                 dyn_leaves = (*dyn_leaves, lanes)
@@ -563,10 +576,11 @@ class StatefulMapping(StatefulFunction):
             for shape, dtype, weak in sigs
         ]
 
-        def mapped(*flat: Any) -> tuple[Any, list]:
+        def mapped(*flat: Any) -> tuple[Any, list[Any]]:
             values = unflatten_states(state_defs, flat[n_dyn:])
             rw, ro = entry.split_values(values)
-            return plan.program(rw, ro, *flat[:n_dyn])
+            # Set when the entry was compiled, which _entry(key) requires.
+            return cast(Callable[..., Any], plan.program)(rw, ro, *flat[:n_dyn])
 
         return jax.make_jaxpr(mapped)(*plan.arg_avals, *state_avals)
 
@@ -586,7 +600,7 @@ class _Undeclared:
 _UNDECLARED = _Undeclared()
 
 
-def _interleave_statics(dyn_args: tuple, static_positions: frozenset[int]) -> tuple:
+def _interleave_statics(dyn_args: tuple[Any, ...], static_positions: frozenset[int]) -> tuple[Any, ...]:
     if not static_positions:
         return tuple(dyn_args)
     total = len(dyn_args) + len(static_positions)

@@ -16,8 +16,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from state_core import State, StatefulFunction, TracedCall, canonical_signature, leaf_signature
-from state_core.engine import mesh_type
+from state_core import State, StatefulFunction
+from state_core.engine import TracedCall, canonical_signature, leaf_signature, mesh_type
 
 __all__ = [
     "TracedBody",
@@ -45,15 +45,16 @@ class TracedBody:
 
     def __init__(self, fun: Callable[..., Any], name: str, static_argnums: tuple[int, ...] = ()) -> None:
         self.sf = StatefulFunction(fun, static_argnums, name=name)
-        self._programs: OrderedDict[Hashable, tuple[tuple, Any]] = OrderedDict()
+        self._programs: OrderedDict[Hashable, tuple[tuple[TracedCall, ...], Any]] = OrderedDict()
         # Call signature -> (bodies, program): lets a repeated call skip tracing lookups.
-        self._fast: dict[Hashable, tuple[tuple, Any]] = {}
+        self._fast: dict[Hashable, tuple[tuple[TracedBody, ...], Any]] = {}
         self._lock = threading.Lock()
 
     def fast_program(self, key: Hashable, bodies: Sequence[TracedBody]) -> Any:
         """The program stored for this call signature and these bodies, or None."""
         hit = self._fast.get(key)
-        if hit is not None and len(hit[0]) == len(bodies) and all(a is b for a, b in zip(hit[0], bodies)):
+        # Plain zip: runs on every eager call and the lengths were just compared.
+        if hit is not None and len(hit[0]) == len(bodies) and all(a is b for a, b in zip(hit[0], bodies)):  # noqa: B905
             return hit[1]
         return None
 
@@ -75,7 +76,7 @@ class TracedBody:
         key = (tuple(id(c) for c in calls), params)
         with self._lock:
             hit = self._programs.get(key)
-            if hit is not None and all(a is b for a, b in zip(hit[0], calls)):
+            if hit is not None and all(a is b for a, b in zip(hit[0], calls, strict=True)):
                 self._programs.move_to_end(key)
                 return hit[1]
         program = build()
@@ -144,7 +145,7 @@ def clear_control_flow_caches() -> None:
 _CLEAR_HOOKS: list[Callable[[], None]] = []
 
 
-def signature_key(params: Hashable, tree: Any) -> tuple:
+def signature_key(params: Hashable, tree: Any) -> tuple[Any, ...]:
     """A hashable key describing ``tree``'s structure, shapes and dtypes, plus ``params``."""
     leaves, treedef = jax.tree.flatten(tree)
     return (params, treedef, *[leaf_signature(leaf) for leaf in leaves])
@@ -162,26 +163,26 @@ def slice_spec(x: Any) -> jax.ShapeDtypeStruct:
     return jax.ShapeDtypeStruct(aval.shape[1:], aval.dtype, weak_type=aval.weak_type)
 
 
-def leaf_avals(value: Any) -> tuple:
+def leaf_avals(value: Any) -> tuple[Any, ...]:
     """``(shape, dtype, weak_type)`` of every leaf of ``value``."""
     return tuple(canonical_signature(x) for x in jax.tree.leaves(value))
 
 
-def same_shape_dtype(a: Sequence[tuple], b: Sequence[tuple]) -> bool:
+def same_shape_dtype(a: Sequence[tuple[Any, ...]], b: Sequence[tuple[Any, ...]]) -> bool:
     """True if two ``leaf_avals`` results agree on shapes and dtypes (weak types may differ)."""
-    return len(a) == len(b) and all(x[:2] == y[:2] for x, y in zip(a, b))
+    return len(a) == len(b) and all(x[:2] == y[:2] for x, y in zip(a, b, strict=True))
 
 
-def aval_str(avals: Sequence[tuple]) -> str:
+def aval_str(avals: Sequence[tuple[Any, ...]]) -> str:
     """``float32[3]`` (or a tuple of those) for ``leaf_avals`` output, as messages show them."""
     parts = [f"{jnp.dtype(d).name}[{','.join(map(str, s))}]" for s, d, _ in avals]
     return parts[0] if len(parts) == 1 else "(" + ", ".join(parts) + ")"
 
 
-def match_weak_types(leaves: Sequence[Any], like: Sequence[tuple]) -> list:
+def match_weak_types(leaves: Sequence[Any], like: Sequence[tuple[Any, ...]]) -> list[Any]:
     """Cast each leaf to the dtype in ``like`` so a loop carry keeps one type (weak vs strong)."""
     out = []
-    for leaf, (_, dtype, weak) in zip(leaves, like):
+    for leaf, (_, dtype, weak) in zip(leaves, like, strict=True):
         aval = jax.typeof(leaf)
         if aval.weak_type != weak and aval.dtype == dtype:
             leaf = jax.lax.convert_element_type(leaf, dtype) if not weak else leaf
