@@ -512,15 +512,16 @@ class StatefulFunction(StatefulFunctionIntrospection):
         # eager): the same checks as _resolve, without its calls. Anything else: _resolve.
         if self._no_statics and not CTX.stacks:
             leaves: Sequence[Any] = args
+            # No trace is active here, so _call_key's mesh part does not apply.
             if kwargs:
-                key, leaves = self._call_key(args, kwargs)
+                key, leaves = self._argument_key(args, kwargs)
             elif len(args) == 1 and type(args[0]) is _ArrayImpl:
                 aval = args[0].aval
                 key = ((aval.shape, aval.dtype, aval.weak_type),)
             else:
                 for a in args:
                     if type(a) is not _ArrayImpl:
-                        key, leaves = self._call_key(args, kwargs)
+                        key, leaves = self._argument_key(args, kwargs)
                         break
                 else:
                     key = _positional_key(args)

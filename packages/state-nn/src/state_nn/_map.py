@@ -162,18 +162,20 @@ class _MapCaller:
     """
 
     __module__ = "state_nn"
-    __slots__ = ("mapping", "in_axes", "name")
+    __slots__ = ("mapping", "in_axes", "name", "n_args")
 
     def __init__(self, mapping: state_transform.StatefulMapping, in_axes: Any, name: str) -> None:
         self.mapping = mapping
         self.in_axes = in_axes
         self.name = name
+        # The number of positional arguments in_axes fixes (None: any number).
+        self.n_args = len(in_axes) if isinstance(in_axes, (tuple, list)) else None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        in_axes = self.in_axes
-        if isinstance(in_axes, (tuple, list)) and len(in_axes) != len(args):
+        n_args = self.n_args
+        if n_args is not None and n_args != len(args):
             raise ValueError(
-                f"{self.name}: in_axes has {len(in_axes)} entries but {len(args)} positional "
+                f"{self.name}: in_axes has {n_args} entries but {len(args)} positional "
                 "argument(s) were given; give one entry per positional argument (None for an "
                 "argument shared by all members) or a single int/None for all of them."
             )
