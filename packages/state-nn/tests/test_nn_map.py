@@ -2,6 +2,7 @@
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import state_core
@@ -84,6 +85,27 @@ def test_argument_errors_at_call_time():
     plain.init_all_states()
     with pytest.raises(ValueError, match="inconsistent sizes"):
         plain(jnp.ones((5, 3)))
+
+
+@pytest.mark.parametrize("behavior", ["vmap", "pmap"])
+def test_keyword_arguments_are_shared_by_every_member(behavior):
+    class Scaled(state_nn.Module):
+        def init_state(self):
+            self.w = state_core.ParamState(jnp.full(4, 2.0))
+
+        def update(self, x, scale=1.0):
+            return x * self.w.value * scale
+
+    ens = Map(Scaled(), 4, behavior=behavior)
+    ens.init_all_states()
+    x = jnp.arange(16.0).reshape(4, 4)
+    # scale has as many entries as there are members, yet it is passed whole to
+    # each member (mapped, member i would get the scalar scale[i]).
+    scale = jnp.array([1.0, 10.0, 100.0, 1000.0])
+    out = ens(x, scale=scale)
+    np.testing.assert_allclose(np.asarray(out), np.asarray(x) * 2.0 * np.asarray(scale))
+    out = ens.map("update", in_axes=None)(jnp.ones(4), scale=scale)
+    np.testing.assert_allclose(np.asarray(out), np.tile(2.0 * np.asarray(scale), (4, 1)))
 
 
 # ---------------------------------------------------------------------- state axes
@@ -219,6 +241,20 @@ def test_update_mapping_built_once_and_traced_once():
     assert all(jnp.array_equal(r, results[0]) for r in results)
     ens(jnp.ones((4, 3), dtype=jnp.int32))  # a new signature traces once more
     assert module.calls == 2
+
+
+def test_repeated_update_keys_the_argument_without_flattening(monkeypatch):
+    import state_core._stateful_function as sf_module
+
+    ens = Map(Weighted(), 4)
+    ens.init_all_states()
+    x = jnp.ones((4, 3))
+    first = ens(x)
+    flattened = []
+    original = sf_module._tree_flatten
+    monkeypatch.setattr(sf_module, "_tree_flatten", lambda *a: flattened.append(1) or original(*a))
+    np.testing.assert_allclose(np.asarray(ens(x)), np.asarray(first))
+    assert flattened == []
 
 
 def test_map_callers_are_cached_per_key():

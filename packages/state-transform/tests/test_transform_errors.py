@@ -74,6 +74,18 @@ def test_keyword_arguments_are_mapped_over_axis_0():
     assert_allclose(np.asarray(out), [0.0, 3.0, 8.0])
 
 
+def test_keyword_axis_none_shares_keyword_arguments():
+    f = StatefulMapping(lambda x, y: x * y, keyword_axis=None)
+    out = f(jnp.arange(3.0), y=jnp.array([2.0, 3.0]))
+    # y is not mapped: every lane multiplies by the whole vector.
+    assert_allclose(np.asarray(out), [[0.0, 0.0], [2.0, 3.0], [4.0, 6.0]])
+
+
+def test_keyword_axis_must_be_an_int_or_none():
+    with pytest.raises(TypeError, match="keyword_axis must be an int or None, got '0'"):
+        StatefulMapping(lambda x: x, keyword_axis="0")
+
+
 def test_nothing_mapped_and_no_axis_size():
     f = vmap2(lambda x: x * 2, in_axes=None)
     with pytest.raises(ValueError, match="axis_size"):

@@ -15,7 +15,7 @@ import dataclasses
 import itertools
 import operator
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import jax
 import numpy as np
@@ -39,6 +39,9 @@ __all__ = [
     "read_state_values",
     "write_state_values",
     "replay",
+    "program_runner",
+    "steady_call",
+    "STATES_CHANGED",
     "merger",
     "may_fail_at_run_time",
 ]
@@ -240,6 +243,8 @@ class TracedCall:
     ``prepare`` may move input values before the call. ``ref_avals`` are the
     avals of the input state values at the last successful check
     (``input_states_unchanged``), or None when those are not all plain arrays.
+    ``runner`` (``program_runner``) and ``steady`` (``steady_call``) are the
+    closures built from those fields when the entry is first run.
     """
 
     key: Hashable
@@ -269,6 +274,8 @@ class TracedCall:
     graph_generation: int = -1
     last_used: int = 0
     ref_avals: list[Any] | None = None
+    runner: Callable[[list[Any], list[Any], Sequence[Any], str], Any] | None = None
+    steady: Callable[[Sequence[Any], str], Any] | None = None
 
     def split_values(self, values: list[Any]) -> tuple[list[Any], list[Any]]:
         """``values`` (one per input state) as ``(written-state values, read-only values)``."""
@@ -388,20 +395,88 @@ def replay(entry: TracedCall, values: list[Any], leaves: Sequence[Any], who: str
         rw, ro = [], values
     else:
         rw, ro = entry.split_values(values)
-    ok = False
-    try:
-        # compiled and write_back are set before an entry is cached; no runtime check on the hot path.
-        out, new_values = entry.compiled(rw, ro, *leaves)  # type: ignore[misc]
-        if entry.block and not CTX.stacks:
-            # Errors raised while the program runs (a failing callback, a device
-            # error) surface here, before any state sees the results.
-            jax.block_until_ready((out, new_values))
-        ok = True
-    finally:
-        if not ok and entry.on_failure is not None:
-            entry.on_failure(values)
-    write_state_values(entry.write_back, new_values, who)  # type: ignore[arg-type]  # set before caching (above)
-    return out
+    run = entry.runner
+    if run is None:
+        run = entry.runner = program_runner(entry)
+    return run(rw, ro, leaves, who)
+
+
+def program_runner(entry: TracedCall) -> Callable[[list[Any], list[Any], Sequence[Any], str], Any]:
+    """``run(rw, ro, leaves, who)``: run ``entry``'s compiled program once and write the results back.
+
+    ``rw`` / ``ro`` are the written and read-only input state values (``split_values``).
+    If the program raises (at dispatch, or while ``jax.block_until_ready`` waits for
+    a program that may fail after dispatch) no state is written, ``entry.on_failure``
+    sees the input values, and the error propagates after this single run. The
+    closure does not refer to ``entry``, so an evicted entry is freed at once.
+    """
+    # compiled and write_back are set before an entry is cached or replayed.
+    compiled = cast(Callable[..., Any], entry.compiled)
+    write_back = cast(list[Any], entry.write_back)
+    block = entry.block
+    on_failure = entry.on_failure
+    merge = merger(entry)
+
+    def run(rw: list[Any], ro: list[Any], leaves: Sequence[Any], who: str) -> Any:
+        ok = False
+        try:
+            out, new_values = compiled(rw, ro, *leaves)
+            if block and not CTX.stacks:
+                # Errors raised while the program runs (a failing callback, a device
+                # error) surface here, before any state sees the results.
+                jax.block_until_ready((out, new_values))
+            ok = True
+        finally:
+            if not ok and on_failure is not None:
+                on_failure(merge(rw, ro))
+        write_state_values(write_back, new_values, who)
+        return out
+
+    return run
+
+
+STATES_CHANGED: Any = type("StatesChanged", (), {"__repr__": lambda self: "<states changed>"})()
+"""What a ``steady_call`` closure returns, having run nothing, when an input state's shape/dtype changed."""
+
+
+def steady_call(entry: TracedCall) -> Callable[[Sequence[Any], str], Any] | None:
+    """The repeat eager call of ``entry`` fused into one closure ``call(leaves, who)``.
+
+    The closure reads the input states straight into the written / read-only
+    lists the program takes, checks them (one identity comparison per state while
+    the avals are the ones last seen, else the shape/dtype signatures) and runs
+    ``program_runner``. It returns ``STATES_CHANGED`` without running anything
+    when a state no longer matches the trace; the caller then resolves the program
+    again. None for an entry whose inputs are moved before the call
+    (``entry.prepare``): ``replay`` runs those.
+    """
+    if entry.prepare is not None:
+        return None
+    in_states = entry.in_states
+    # Input states in program order: the written ones, then the read-only ones.
+    order = [*entry.rw_index, *entry.ro_index]
+    states = [in_states[i] for i in order]
+    sigs = [entry.state_sigs[i] for i in order]
+    n_rw = len(entry.rw_index)
+    ref = entry.ref_avals
+    # Updated in place when a check by signature succeeds with new aval objects.
+    ref_avals: list[Any] | None = None if ref is None else [ref[i] for i in order]
+    run = entry.runner
+    if run is None:
+        run = entry.runner = program_runner(entry)
+
+    def call(leaves: Sequence[Any], who: str) -> Any:
+        values = list(map(_GET_VALUE, states))
+        if ref_avals is None or not all(map(_is, map(getattr, values, _AVAL, _NONE), ref_avals)):
+            if not states_match(values, sigs):
+                return STATES_CHANGED
+            if ref_avals is not None:
+                avals = list(map(getattr, values, _AVAL, _NONE))
+                if not any(map(_is, avals, _NONE)):
+                    ref_avals[:] = avals
+        return run(values[:n_rw], values[n_rw:], leaves, who)
+
+    return call
 
 
 _CALLBACK_PRIMITIVES = frozenset({"debug_callback", "io_callback", "pure_callback", "callback"})

@@ -18,16 +18,19 @@ from ._introspection import StatefulFunctionIntrospection
 from ._jax_internals import ArrayImpl, api_boundary, current_trace, is_tracer, new_trace_input
 from ._replay import (
     _GET_VALUE,
+    STATES_CHANGED,
     TracedCall,
     canonical_signature,
     input_states_unchanged,
     leaf_signature,
     may_fail_at_run_time,
     merger,
+    program_runner,
     read_state_values,
     reference_avals,
     replay,
     state_signature,
+    steady_call,
     unflatten_states,
 )
 from ._state import State, check_not_state
@@ -230,10 +233,8 @@ class StatefulFunction(StatefulFunctionIntrospection):
         """The cache key and dynamic leaves of a call: the hot-path subset of ``_signature``.
 
         Positional arrays alone (the common case) are keyed by their avals without
-        flattening, and so is a tuple of arrays followed by an empty dict (how
-        ``Map`` passes ``(args, kwargs)`` to its mapping); any other call by its
-        pytree structure and leaf signatures. The kinds of key never collide (a
-        tuple of aval triples, a pair starting with ``_PACKED``, a 5-tuple starting
+        flattening; any other call by its pytree structure and leaf signatures. The
+        two kinds of key never collide (a tuple of aval triples, a 5-tuple starting
         with an int), and a call always gets the same kind.
         """
         if self.static_argnums or self.static_argnames:
@@ -245,13 +246,6 @@ class StatefulFunction(StatefulFunctionIntrospection):
                     break
             else:
                 return _positional_key(args), args
-            if len(args) == 2 and type(args[0]) is tuple and type(args[1]) is dict and not args[1]:
-                packed = args[0]
-                for a in packed:
-                    if type(a) is not _ArrayImpl:
-                        break
-                else:
-                    return (_PACKED, _positional_key(packed)), packed
         leaves, treedef = _tree_flatten((args, kwargs))
         try:
             sig = tuple(map(leaf_signature, leaves))
@@ -418,6 +412,8 @@ class StatefulFunction(StatefulFunctionIntrospection):
         entry.block = (
             entry.block or self._runs_on_several_devices(entry) or may_fail_at_run_time(entry.closed_jaxpr.jaxpr)
         )
+        entry.runner = program_runner(entry)
+        entry.steady = steady_call(entry)
         if entry.cacheable:
             self._cache.put(key, entry)
         self._last = entry
@@ -530,9 +526,15 @@ class StatefulFunction(StatefulFunctionIntrospection):
             if entry is not cache._hit and entry is not None:
                 cache.touch(entry)
             if entry is not None and (not entry.graph or entry.graph_generation == GENERATION.value):
-                values = list(map(_GET_VALUE, entry.in_states))
-                if input_states_unchanged(entry, values):
-                    return replay(entry, values, leaves, self.name)
+                steady = entry.steady
+                if steady is not None:
+                    out = steady(leaves, self.name)
+                    if out is not STATES_CHANGED:
+                        return out
+                else:
+                    values = list(map(_GET_VALUE, entry.in_states))
+                    if input_states_unchanged(entry, values):
+                        return replay(entry, values, leaves, self.name)
         entry, values, leaves = self._resolve(args, kwargs)
         return replay(entry, values, leaves, self.name)
 
@@ -669,8 +671,6 @@ def _positional_key(args: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 _GET_AVAL = operator.attrgetter("aval")
-# Marks the key of a ``(tuple of arrays, {})`` call (see ``StatefulFunction._call_key``).
-_PACKED = object()
 
 
 def _cell_is_set(cell: Any) -> bool:

@@ -115,7 +115,7 @@ class _TraceCounter:
 _UPDATE_TRACES = _TraceCounter()
 
 
-def _call_module(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _call_module(module: Any, *args: Any, **kwargs: Any) -> Any:
     # Runs only while the mapping traces (a cached call runs the compiled
     # program), so counting here costs nothing on the hot path.
     _UPDATE_TRACES.n += 1
@@ -123,7 +123,7 @@ def _call_module(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
 
 
 def _method_runner(name: str) -> Callable[..., Any]:
-    def run(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def run(module: Any, *args: Any, **kwargs: Any) -> Any:
         return getattr(module, name)(*args, **kwargs)
 
     run.__name__ = name
@@ -131,7 +131,7 @@ def _method_runner(name: str) -> Callable[..., Any]:
 
 
 def _callable_runner(fn: Callable[..., Any]) -> Callable[..., Any]:
-    def run(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def run(module: Any, *args: Any, **kwargs: Any) -> Any:
         return fn(module, *args, **kwargs)
 
     run.__name__ = getattr(fn, "__name__", type(fn).__name__)
@@ -179,7 +179,7 @@ class _MapCaller:
                 "argument(s) were given; give one entry per positional argument (None for an "
                 "argument shared by all members) or a single int/None for all of them."
             )
-        return self.mapping(args, kwargs)
+        return self.mapping(*args, **kwargs)
 
     def __repr__(self) -> str:
         return f"<Map caller {self.name} in_axes={self.in_axes!r}>"
@@ -410,31 +410,32 @@ class Map(Module):
     ) -> _MapCaller:
         if isinstance(in_axes, list):
             in_axes = tuple(in_axes)
-        # The mapped function is ``runner(args_tuple, kwargs_dict)``: args follow
-        # in_axes (a prefix of the tuple), keyword arguments are shared.
-        packed_in_axes = (in_axes, None)
         mapping: state_transform.StatefulMapping
         if self._layout is not None:
             mapping = ShardedMapping(
                 runner,
                 self._layout,
-                in_axes=packed_in_axes,
+                in_axes=in_axes,
                 out_axes=out_axes,
                 axis_name=axis_name,
                 axis_size=self.init_map_size,
                 state_in_axes=state_axes,
                 state_out_axes=state_axes,
+                keyword_axis=None,
             )
         else:
-            mapping = state_transform.vmap2(
+            # Keyword arguments are shared by every member, not mapped.
+            spmd = self.spmd_axis_name
+            mapping = state_transform.StatefulMapping(
                 runner,
-                in_axes=packed_in_axes,
+                in_axes=in_axes,
                 out_axes=out_axes,
                 axis_name=axis_name,
                 axis_size=self.init_map_size,
-                spmd_axis_name=self.spmd_axis_name,
                 state_in_axes=state_axes,
                 state_out_axes=state_axes,
+                mapping_kwargs=None if spmd is None else {"spmd_axis_name": spmd},
+                keyword_axis=None,
             )
         mapping.name = name
         return _MapCaller(mapping, in_axes, name)
@@ -474,7 +475,8 @@ class Map(Module):
         if caller is None:
             # init_all_states sets the update caller together with the groups it checks.
             caller = cast(_MapCaller, self._require_init("update").update)
-        out = caller(*args, **kwargs)
+        # Without a per-argument in_axes there is no argument count to check: call the mapping itself.
+        out = caller.mapping(*args, **kwargs) if caller.n_args is None else caller(*args, **kwargs)
         if cache.traces_seen != _UPDATE_TRACES.n:
             cache.traces_seen = _UPDATE_TRACES.n
             self._warn_shared_writes(caller.mapping)

@@ -96,12 +96,13 @@ def leaf_in_axes(
     args: Sequence[Any],
     kwargs: dict[Any, Any],
     static_positions: frozenset[int],
+    keyword_axis: int | None = 0,
 ) -> tuple[list[Any], list[str], list[int | None]]:
     """One axis, one label and one positional index (None for keywords) per dynamic leaf.
 
     ``args`` holds every positional argument (statics included) so that a tuple
-    ``in_axes`` lines up with the call; keyword arguments are mapped over axis 0,
-    as in ``jax.vmap``.
+    ``in_axes`` lines up with the call; keyword arguments are mapped over
+    ``keyword_axis`` (axis 0 as in ``jax.vmap``, or None: shared by every lane).
     """
     per_arg = _per_arg_axes(in_axes, len(args))
     axes: list[Any] = []
@@ -124,7 +125,7 @@ def leaf_in_axes(
     for name, value in kwargs.items():
         for path, _ in jax.tree.leaves_with_path(value):
             labels.append(f"keyword argument '{name}'{jax.tree_util.keystr(path)}")
-            axes.append(0)
+            axes.append(keyword_axis)
             positions.append(None)
     return axes, labels, positions
 

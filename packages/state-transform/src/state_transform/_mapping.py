@@ -118,7 +118,7 @@ class StatefulMapping(StatefulFunction):
     Args:
         fun: the function (or Module, or bound method) to map.
         in_axes: as in ``jax.vmap``: an int, None, or a tuple with one entry per
-            positional argument. Keyword arguments are mapped over axis 0.
+            positional argument. Keyword arguments follow ``keyword_axis``.
         out_axes: as in ``jax.vmap``, for the return value.
         state_in_axes: which states are mapped on the way in: ``{axis: filter}``
             (``axis`` may be None = broadcast), a single filter (= ``{0: filter}``),
@@ -141,6 +141,9 @@ class StatefulMapping(StatefulFunction):
         mapping_fn: the mapping primitive (``jax.vmap`` by default, or ``jax.pmap``
             or any function with that calling convention).
         mapping_kwargs: extra keyword arguments for ``mapping_fn``.
+        keyword_axis: the axis every keyword argument is mapped over: 0 (the
+            default, as in ``jax.vmap``) or None to pass keyword arguments
+            unmapped, the same value to every lane (``state_nn.Map`` does this).
 
     RandomStates (from ``state_random``) that the function reads and whose value is
     a single key get one independent key per lane, split inside the compiled
@@ -180,6 +183,8 @@ class StatefulMapping(StatefulFunction):
         name: str | None = None,
         mapping_fn: Callable[..., Any] = jax.vmap,
         mapping_kwargs: dict[str, Any] | None = None,
+        *,
+        keyword_axis: int | None = 0,
     ) -> None:
         if isinstance(fun, State):
             raise TypeError("StatefulMapping maps a callable, not a State; read the state inside a function.")
@@ -190,6 +195,9 @@ class StatefulMapping(StatefulFunction):
             )
         if axis_size is not None and (not isinstance(axis_size, int) or axis_size < 1):
             raise ValueError(f"axis_size must be a positive int or None, got {axis_size!r}.")
+        if keyword_axis is not None and (not isinstance(keyword_axis, int) or isinstance(keyword_axis, bool)):
+            raise TypeError(f"keyword_axis must be an int or None, got {keyword_axis!r}.")
+        self.keyword_axis = keyword_axis
         self.origin_fun = fun
         self.in_axes = in_axes
         self.out_axes = out_axes
@@ -299,7 +307,7 @@ class StatefulMapping(StatefulFunction):
         n_static = len(self.static_argnums)
         static_positions = frozenset((i + len(dyn_args) + n_static) if i < 0 else i for i in self.static_argnums)
         all_args = _interleave_statics(dyn_args, static_positions)
-        axes, labels, positions = leaf_in_axes(self.in_axes, all_args, dyn_kwargs, static_positions)
+        axes, labels, positions = leaf_in_axes(self.in_axes, all_args, dyn_kwargs, static_positions, self.keyword_axis)
         ctx.leaf_positions = positions
         abstract = []
         checked_axes = []
