@@ -40,7 +40,6 @@ __all__ = [
     "write_state_values",
     "replay",
     "program_runner",
-    "steady_call",
     "STATES_CHANGED",
     "merger",
     "may_fail_at_run_time",
@@ -243,8 +242,9 @@ class TracedCall:
     ``prepare`` may move input values before the call. ``ref_avals`` are the
     avals of the input state values at the last successful check
     (``input_states_unchanged``), or None when those are not all plain arrays.
-    ``runner`` (``program_runner``) and ``steady`` (``steady_call``) are the
-    closures built from those fields when the entry is first run.
+    ``runner`` (``program_runner``) is the closure built from those fields that
+    runs the program; ``steady`` is the same closure when the repeat eager call
+    may use it as is (no ``prepare``), else None.
     """
 
     key: Hashable
@@ -274,8 +274,8 @@ class TracedCall:
     graph_generation: int = -1
     last_used: int = 0
     ref_avals: list[Any] | None = None
-    runner: Callable[[list[Any], list[Any], Sequence[Any], str], Any] | None = None
-    steady: Callable[[Sequence[Any], str], Any] | None = None
+    runner: Callable[[Sequence[Any], str, list[Any] | None], Any] | None = None
+    steady: Callable[..., Any] | None = None
 
     def split_values(self, values: list[Any]) -> tuple[list[Any], list[Any]]:
         """``values`` (one per input state) as ``(written-state values, read-only values)``."""
@@ -388,23 +388,31 @@ def replay(entry: TracedCall, values: list[Any], leaves: Sequence[Any], who: str
     """
     if entry.prepare is not None:
         values, leaves = entry.prepare(values, list(leaves))
-    ro_index = entry.ro_index
-    if not ro_index:
-        rw, ro = values, []
-    elif not entry.rw_index:
-        rw, ro = [], values
-    else:
-        rw, ro = entry.split_values(values)
     run = entry.runner
     if run is None:
         run = entry.runner = program_runner(entry)
-    return run(rw, ro, leaves, who)
+    if entry.ro_index and entry.rw_index:
+        get = values.__getitem__
+        values = [*map(get, entry.rw_index), *map(get, entry.ro_index)]
+    return run(leaves, who, values)
 
 
-def program_runner(entry: TracedCall) -> Callable[[list[Any], list[Any], Sequence[Any], str], Any]:
-    """``run(rw, ro, leaves, who)``: run ``entry``'s compiled program once and write the results back.
+STATES_CHANGED: Any = type("StatesChanged", (), {"__repr__": lambda self: "<states changed>"})()
+"""What a ``program_runner`` closure returns, having run nothing, when an input state changed shape/dtype."""
 
-    ``rw`` / ``ro`` are the written and read-only input state values (``split_values``).
+
+def program_runner(entry: TracedCall) -> Callable[[Sequence[Any], str, list[Any] | None], Any]:
+    """``run(leaves, who, values=None)``: run ``entry``'s compiled program once and write the results back.
+
+    ``values`` are the input state values in program order (the written states'
+    values, then the read-only ones). With ``values=None`` (the repeat eager call)
+    the closure reads the input states itself and checks them: one identity
+    comparison per state while the avals are the ones last seen, else the
+    shape/dtype signatures; when a state no longer matches the trace it returns
+    ``STATES_CHANGED`` without running anything, and the caller resolves the
+    program again. Reading the states in program order saves building one list
+    and splitting it on the hot path.
+
     If the program raises (at dispatch, or while ``jax.block_until_ready`` waits for
     a program that may fail after dispatch) no state is written, ``entry.on_failure``
     sees the input values, and the error propagates after this single run. The
@@ -416,8 +424,28 @@ def program_runner(entry: TracedCall) -> Callable[[list[Any], list[Any], Sequenc
     block = entry.block
     on_failure = entry.on_failure
     merge = merger(entry)
+    in_states = entry.in_states
+    order = [*entry.rw_index, *entry.ro_index]
+    states = [in_states[i] for i in order]
+    sigs = [entry.state_sigs[i] for i in order]
+    n_rw = len(entry.rw_index)
+    ref = entry.ref_avals
+    # Updated in place when a check by signature succeeds with new aval objects.
+    ref_avals: list[Any] | None = None if ref is None else [ref[i] for i in order]
+    single_write = write_back[0] if len(write_back) == 1 else None
 
-    def run(rw: list[Any], ro: list[Any], leaves: Sequence[Any], who: str) -> Any:
+    def run(leaves: Sequence[Any], who: str, values: list[Any] | None = None) -> Any:
+        read_here = values is None  # the repeat eager call: no trace is active
+        if values is None:
+            values = list(map(_GET_VALUE, states))
+            if ref_avals is None or not all(map(_is, map(getattr, values, _AVAL, _NONE), ref_avals)):
+                if not states_match(values, sigs):
+                    return STATES_CHANGED
+                if ref_avals is not None:
+                    avals = list(map(getattr, values, _AVAL, _NONE))
+                    if not any(map(_is, avals, _NONE)):
+                        ref_avals[:] = avals
+        rw, ro = values[:n_rw], values[n_rw:]
         ok = False
         try:
             out, new_values = compiled(rw, ro, *leaves)
@@ -429,54 +457,14 @@ def program_runner(entry: TracedCall) -> Callable[[list[Any], list[Any], Sequenc
         finally:
             if not ok and on_failure is not None:
                 on_failure(merge(rw, ro))
-        write_state_values(write_back, new_values, who)
+        if read_here and single_write is not None and type(new_values[0]) is _ArrayImpl:
+            # One store of a concrete array: all or nothing by itself, no trace to notify.
+            single_write._value = new_values[0]
+        else:
+            write_state_values(write_back, new_values, who)
         return out
 
     return run
-
-
-STATES_CHANGED: Any = type("StatesChanged", (), {"__repr__": lambda self: "<states changed>"})()
-"""What a ``steady_call`` closure returns, having run nothing, when an input state's shape/dtype changed."""
-
-
-def steady_call(entry: TracedCall) -> Callable[[Sequence[Any], str], Any] | None:
-    """The repeat eager call of ``entry`` fused into one closure ``call(leaves, who)``.
-
-    The closure reads the input states straight into the written / read-only
-    lists the program takes, checks them (one identity comparison per state while
-    the avals are the ones last seen, else the shape/dtype signatures) and runs
-    ``program_runner``. It returns ``STATES_CHANGED`` without running anything
-    when a state no longer matches the trace; the caller then resolves the program
-    again. None for an entry whose inputs are moved before the call
-    (``entry.prepare``): ``replay`` runs those.
-    """
-    if entry.prepare is not None:
-        return None
-    in_states = entry.in_states
-    # Input states in program order: the written ones, then the read-only ones.
-    order = [*entry.rw_index, *entry.ro_index]
-    states = [in_states[i] for i in order]
-    sigs = [entry.state_sigs[i] for i in order]
-    n_rw = len(entry.rw_index)
-    ref = entry.ref_avals
-    # Updated in place when a check by signature succeeds with new aval objects.
-    ref_avals: list[Any] | None = None if ref is None else [ref[i] for i in order]
-    run = entry.runner
-    if run is None:
-        run = entry.runner = program_runner(entry)
-
-    def call(leaves: Sequence[Any], who: str) -> Any:
-        values = list(map(_GET_VALUE, states))
-        if ref_avals is None or not all(map(_is, map(getattr, values, _AVAL, _NONE), ref_avals)):
-            if not states_match(values, sigs):
-                return STATES_CHANGED
-            if ref_avals is not None:
-                avals = list(map(getattr, values, _AVAL, _NONE))
-                if not any(map(_is, avals, _NONE)):
-                    ref_avals[:] = avals
-        return run(values[:n_rw], values[n_rw:], leaves, who)
-
-    return call
 
 
 _CALLBACK_PRIMITIVES = frozenset({"debug_callback", "io_callback", "pure_callback", "callback"})

@@ -30,7 +30,6 @@ from ._replay import (
     reference_avals,
     replay,
     state_signature,
-    steady_call,
     unflatten_states,
 )
 from ._state import State, check_not_state
@@ -413,7 +412,7 @@ class StatefulFunction(StatefulFunctionIntrospection):
             entry.block or self._runs_on_several_devices(entry) or may_fail_at_run_time(entry.closed_jaxpr.jaxpr)
         )
         entry.runner = program_runner(entry)
-        entry.steady = steady_call(entry)
+        entry.steady = entry.runner if entry.prepare is None else None
         if entry.cacheable:
             self._cache.put(key, entry)
         self._last = entry
