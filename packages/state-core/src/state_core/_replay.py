@@ -40,6 +40,7 @@ __all__ = [
     "write_state_values",
     "replay",
     "program_runner",
+    "values_unchanged",
     "STATES_CHANGED",
     "merger",
     "may_fail_at_run_time",
@@ -161,23 +162,28 @@ def states_match(values: Sequence[Any], signatures: Sequence[Any]) -> bool:
 
 
 def input_states_unchanged(entry: TracedCall, values: list[Any]) -> bool:
-    """``states_match(values, entry.state_sigs)``, in the common case without computing a signature.
+    """``states_match(values, entry.state_sigs)``, in the common case without computing a signature."""
+    return values_unchanged(values, entry.state_sigs, entry.ref_avals)
+
+
+def values_unchanged(values: list[Any], sigs: Sequence[Any], ref: list[Any] | None) -> bool:
+    """``states_match(values, sigs)``, in the common case without computing a signature.
 
     Arrays produced by one compiled program share their aval objects from call to
-    call, so when every value is an array whose aval is the very object seen at the
-    last successful check, nothing can have changed: one C-level identity
-    comparison per state. Otherwise the signatures are compared, and on success
-    the avals are remembered for the next call.
+    call, so when every value is an array whose aval is the very object in ``ref``
+    (the avals at the last successful check), nothing can have changed: one
+    C-level identity comparison per state. Otherwise the signatures are compared,
+    and on success ``ref`` is updated in place for the next call. ``ref=None``
+    always compares signatures.
     """
-    ref = entry.ref_avals
     if ref is not None:
         avals = list(map(getattr, values, _AVAL, _NONE))
         if all(map(_is, avals, ref)):
             return True
-    if not states_match(values, entry.state_sigs):
+    if not states_match(values, sigs):
         return False
     if ref is not None and not any(map(_is, avals, _NONE)):
-        entry.ref_avals = avals
+        ref[:] = avals
     return True
 
 
@@ -243,8 +249,7 @@ class TracedCall:
     avals of the input state values at the last successful check
     (``input_states_unchanged``), or None when those are not all plain arrays.
     ``runner`` (``program_runner``) is the closure built from those fields that
-    runs the program; ``steady`` is the same closure when the repeat eager call
-    may use it as is (no ``prepare``), else None.
+    runs the program.
     """
 
     key: Hashable
@@ -274,8 +279,7 @@ class TracedCall:
     graph_generation: int = -1
     last_used: int = 0
     ref_avals: list[Any] | None = None
-    runner: Callable[[Sequence[Any], str, list[Any] | None], Any] | None = None
-    steady: Callable[..., Any] | None = None
+    runner: Callable[..., Any] | None = None
 
     def split_values(self, values: list[Any]) -> tuple[list[Any], list[Any]]:
         """``values`` (one per input state) as ``(written-state values, read-only values)``."""
@@ -348,6 +352,9 @@ def write_state_values(states: Sequence[State[Any]], values: Sequence[Any], who:
         probe = values[0]
         if type(probe) is not _ArrayImpl and type(probe) is not _PRNGKeyArray:  # neither is a tracer
             _check_not_leaking(states[0], probe, who)
+        if len(states) == 1:  # one store is all or nothing by itself
+            states[0]._value = probe
+            return
         done = False
         try:
             for state, value in zip(states, values):  # noqa: B905  # hot path; lengths fixed at trace time
@@ -389,29 +396,25 @@ def replay(entry: TracedCall, values: list[Any], leaves: Sequence[Any], who: str
     if entry.prepare is not None:
         values, leaves = entry.prepare(values, list(leaves))
     run = entry.runner
-    if run is None:
+    if run is None:  # an entry built by hand rather than by StatefulFunction
         run = entry.runner = program_runner(entry)
-    if entry.ro_index and entry.rw_index:
-        get = values.__getitem__
-        values = [*map(get, entry.rw_index), *map(get, entry.ro_index)]
-    return run(leaves, who, values)
+    rw, ro = entry.split_values(values)
+    return run(leaves, who, rw, ro)
 
 
 STATES_CHANGED: Any = type("StatesChanged", (), {"__repr__": lambda self: "<states changed>"})()
 """What a ``program_runner`` closure returns, having run nothing, when an input state changed shape/dtype."""
 
 
-def program_runner(entry: TracedCall) -> Callable[[Sequence[Any], str, list[Any] | None], Any]:
-    """``run(leaves, who, values=None)``: run ``entry``'s compiled program once and write the results back.
+def program_runner(entry: TracedCall) -> Callable[..., Any]:
+    """``run(leaves, who, rw=None, ro=())``: run ``entry``'s compiled program once and write the results back.
 
-    ``values`` are the input state values in program order (the written states'
-    values, then the read-only ones). With ``values=None`` (the repeat eager call)
-    the closure reads the input states itself and checks them: one identity
-    comparison per state while the avals are the ones last seen, else the
-    shape/dtype signatures; when a state no longer matches the trace it returns
+    ``rw`` / ``ro`` are the written and read-only input state values
+    (``split_values``). With ``rw=None`` (the repeat eager call) the closure reads
+    the input states itself, straight into those two lists, and checks them
+    (``values_unchanged``); when a state no longer matches the trace it returns
     ``STATES_CHANGED`` without running anything, and the caller resolves the
-    program again. Reading the states in program order saves building one list
-    and splitting it on the hot path.
+    program again.
 
     If the program raises (at dispatch, or while ``jax.block_until_ready`` waits for
     a program that may fail after dispatch) no state is written, ``entry.on_failure``
@@ -424,28 +427,21 @@ def program_runner(entry: TracedCall) -> Callable[[Sequence[Any], str, list[Any]
     block = entry.block
     on_failure = entry.on_failure
     merge = merger(entry)
-    in_states = entry.in_states
+    # The input states, their signatures and reference avals in program order:
+    # the written states first, then the read-only ones.
     order = [*entry.rw_index, *entry.ro_index]
-    states = [in_states[i] for i in order]
+    states = [entry.in_states[i] for i in order]
     sigs = [entry.state_sigs[i] for i in order]
-    n_rw = len(entry.rw_index)
     ref = entry.ref_avals
-    # Updated in place when a check by signature succeeds with new aval objects.
-    ref_avals: list[Any] | None = None if ref is None else [ref[i] for i in order]
-    single_write = write_back[0] if len(write_back) == 1 else None
+    ref_avals = None if ref is None else [ref[i] for i in order]
+    n_rw = len(entry.rw_index)
 
-    def run(leaves: Sequence[Any], who: str, values: list[Any] | None = None) -> Any:
-        read_here = values is None  # the repeat eager call: no trace is active
-        if values is None:
+    def run(leaves: Sequence[Any], who: str, rw: list[Any] | None = None, ro: Sequence[Any] = ()) -> Any:
+        if rw is None:
             values = list(map(_GET_VALUE, states))
-            if ref_avals is None or not all(map(_is, map(getattr, values, _AVAL, _NONE), ref_avals)):
-                if not states_match(values, sigs):
-                    return STATES_CHANGED
-                if ref_avals is not None:
-                    avals = list(map(getattr, values, _AVAL, _NONE))
-                    if not any(map(_is, avals, _NONE)):
-                        ref_avals[:] = avals
-        rw, ro = values[:n_rw], values[n_rw:]
+            if not values_unchanged(values, sigs, ref_avals):
+                return STATES_CHANGED
+            rw, ro = values[:n_rw], values[n_rw:]
         ok = False
         try:
             out, new_values = compiled(rw, ro, *leaves)
@@ -457,11 +453,7 @@ def program_runner(entry: TracedCall) -> Callable[[Sequence[Any], str, list[Any]
         finally:
             if not ok and on_failure is not None:
                 on_failure(merge(rw, ro))
-        if read_here and single_write is not None and type(new_values[0]) is _ArrayImpl:
-            # One store of a concrete array: all or nothing by itself, no trace to notify.
-            single_write._value = new_values[0]
-        else:
-            write_state_values(write_back, new_values, who)
+        write_state_values(write_back, new_values, who)
         return out
 
     return run

@@ -412,7 +412,6 @@ class StatefulFunction(StatefulFunctionIntrospection):
             entry.block or self._runs_on_several_devices(entry) or may_fail_at_run_time(entry.closed_jaxpr.jaxpr)
         )
         entry.runner = program_runner(entry)
-        entry.steady = entry.runner if entry.prepare is None else None
         if entry.cacheable:
             self._cache.put(key, entry)
         self._last = entry
@@ -525,9 +524,9 @@ class StatefulFunction(StatefulFunctionIntrospection):
             if entry is not cache._hit and entry is not None:
                 cache.touch(entry)
             if entry is not None and (not entry.graph or entry.graph_generation == GENERATION.value):
-                steady = entry.steady
-                if steady is not None:
-                    out = steady(leaves, self.name)
+                run = entry.runner
+                if run is not None and entry.prepare is None:
+                    out = run(leaves, self.name)
                     if out is not STATES_CHANGED:
                         return out
                 else:
