@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
-import state_core._replay as replay_module
-import state_core._stateful_function as sf_module
+import state_core._call_signature as call_signature_module
+import state_core._signature as signature_module
 from state_core import State, StatefulFunction
 from state_core._state import use_private_values
 from state_core._trace import private_state_values
@@ -58,8 +58,8 @@ def test_steady_call_takes_no_lock_no_retrace_no_flatten_no_signature(monkeypatc
     f._trace_lock = lock
     resolves = _counting(monkeypatch, f, "_resolve")
     call_keys = _counting(monkeypatch, f, "_call_key")
-    flattens = _counting(monkeypatch, sf_module, "_tree_flatten")
-    matches = _counting(monkeypatch, replay_module, "states_match")
+    flattens = _counting(monkeypatch, call_signature_module, "_tree_flatten")
+    matches = _counting(monkeypatch, signature_module, "states_match")
     for _ in range(5):
         out = f(x)
     assert_allclose(np.asarray(out), np.full(3, 14.0))
@@ -186,7 +186,7 @@ def test_steady_call_checks_a_value_without_an_aval_by_signature_once(monkeypatc
     f(x)
     f(x)
     s.value = np.full(3, 10.0, np.float32)  # written outside: a NumPy array has no aval to compare
-    matches = _counting(monkeypatch, replay_module, "states_match")
+    matches = _counting(monkeypatch, signature_module, "states_match")
     outs = [f(x) for _ in range(4)]
     assert_allclose(np.asarray(outs[-1]), np.full(3, 14.0))
     # One check by signature for the NumPy value; the program's outputs are then

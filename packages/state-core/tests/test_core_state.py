@@ -21,10 +21,10 @@ from state_core import (
     StateLeakError,
     StateTraceStack,
     check_not_state,
-    format_fields,
     strict_state_checks,
 )
 from state_core._context import CTX
+from state_core.engine import format_fields
 
 
 # ----------------------------------------------------------------------------- family
@@ -302,7 +302,20 @@ def test_state_created_inside_plain_jit_may_hold_tracers():
     assert_allclose(f(jnp.ones(2)), [3.0, 3.0])
 
 
-def test_state_created_in_stateful_trace_and_used_after_reports_creation_site():
+def test_state_created_in_stateful_trace_comes_out_concrete():
+    box = {}
+
+    def make(x):
+        box["state"] = State(x * 2, name="made")
+        box["state"].value = box["state"].value + 1
+        return x + 1
+
+    out = StatefulFunction(make)(jnp.ones(2))
+    assert_allclose(out, [2.0, 2.0])
+    assert_allclose(box["state"].value, [3.0, 3.0])  # its final value, concrete
+
+
+def test_state_created_in_plain_jit_and_used_after_reports_creation_site():
     box = {}
 
     def make(x):
@@ -310,7 +323,7 @@ def test_state_created_in_stateful_trace_and_used_after_reports_creation_site():
         box["state"] = State(x * 2, name="leaky")
         return x + 1
 
-    out = StatefulFunction(make)(jnp.ones(2))
+    out = jax.jit(make)(jnp.ones(2))
     assert_allclose(out, [2.0, 2.0])
     leaked = box["state"]
     where = f"{__file__}:{box['line']}"

@@ -15,11 +15,10 @@ from state_core import (
     StatefulFunction,
     StateLeakError,
     StateTraceStack,
-    TracedCall,
-    leaf_signature,
     strict_state_checks,
 )
 from state_core._context import CTX
+from state_core.engine import Trace, leaf_signature
 
 
 def _not_tracer(x):
@@ -245,8 +244,8 @@ def test_get_states_by_key_and_jaxpr_layout():
     assert len(jaxpr.jaxpr.outvars) == 1 + 1
     assert [v.aval.shape for v in jaxpr.jaxpr.outvars] == [(), (7,)]
     traced = f.get_traced_call(key)
-    assert isinstance(traced, TracedCall)
-    assert traced.in_states == [st] and traced.out_states == [out_state]
+    assert isinstance(traced, Trace)
+    assert traced.in_states == (st,) and traced.out_states == (out_state,)
     assert f.get_out_shapes_by_cache(key) == jax.ShapeDtypeStruct((), jnp.float32)
 
 
@@ -275,7 +274,7 @@ def test_jaxpr_call_does_not_touch_states():
     f = StatefulFunction(fn)
     f.make_jaxpr(jnp.ones(2))
     in_states = f.get_traced_call().in_states
-    assert in_states == [u, w]  # read order: u, then w
+    assert in_states == (u, w)  # read order: u, then w
     new_values, out = f.jaxpr_call([jnp.full(2, 5.0, jnp.float32), jnp.full(2, 2.0, jnp.float32)], jnp.ones(2))
     assert len(new_values) == 1
     assert_allclose(new_values[0], [7.0, 7.0])

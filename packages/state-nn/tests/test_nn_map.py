@@ -244,7 +244,7 @@ def test_update_mapping_built_once_and_traced_once():
 
 
 def test_repeated_update_keys_the_argument_without_flattening(monkeypatch):
-    import state_core._stateful_function as sf_module
+    import state_core._call_signature as sf_module
 
     ens = Map(Weighted(), 4)
     ens.init_all_states()

@@ -91,11 +91,10 @@ def test_state_created_inside_shard_map_read_afterwards():
     f = st.shard_map(fun, mesh, in_specs=(P("x"),), out_specs=P("x"))
     data = jnp.arange(16.0)
     assert_allclose(f(data), data * 2)
-    assert_allclose(f(data + 1), (data + 1) * 2)  # a cached call
-    with pytest.raises(
-        StateLeakError, match=r"'born_in_shard_map' was created inside a traced function at .*test_transform_leaks.py"
-    ):
-        _ = box["s"].value
+    # The new state comes out concrete, its shards side by side like the data's.
+    assert_allclose(box["s"].value, data * 2)
+    assert_allclose(f(data + 1), (data + 1) * 2)  # a cached call writes the same state
+    assert_allclose(box["s"].value, (data + 1) * 2)
 
 
 def test_state_created_inside_plain_jit_read_afterwards():

@@ -130,7 +130,7 @@ def test_inside_a_plain_jit_the_random_stream_never_holds_a_tracer():
         vmap2_new_states(layer, {"n": 2}, axis_size=2)
         return 0.0
 
-    with pytest.raises(StateLeakError, match="vmap2_new_states writes RandomState 'DEFAULT'"):
+    with pytest.raises(StateLeakError, match=r"vmap2_new_states writes .* not state-aware"):
         jax.jit(init_inside_jit)()
     assert not isinstance(state_random.DEFAULT.value, jax.core.Tracer)
     assert state_random.normal(size=(2,)).shape == (2,)

@@ -12,6 +12,7 @@ import state_transform._progress as progress_mod
 from state_core import State
 from state_core.filter import OfType
 from state_transform import ProgressBar, for_loop, fori_loop, jit, scan, vmap2
+from state_transform._progress import as_progress_bar
 
 
 @pytest.fixture
@@ -124,15 +125,17 @@ def test_progress_bar_true_reuses_the_compiled_loop(reports, monkeypatch):
     monkeypatch.setattr(
         "state_transform._loops.progress_reporter", lambda spec, length: built.append(spec) or original(spec, length)
     )
-    monkeypatch.setitem(progress._SHARED_BARS, None, ProgressBar(file=io.StringIO()))
+    out = io.StringIO()
     v = State(jnp.zeros(()), name="v")
 
     def step(t):
         v.value = v.value + t
         return t
 
-    for _ in range(3):
-        for_loop(step, jnp.arange(4.0), progress_bar=True)
+    for _ in range(3):  # a new, equal ProgressBar in every call
+        for_loop(step, jnp.arange(4.0), progress_bar=ProgressBar(file=out))
     jax.effects_barrier()
     assert len(built) == 1  # one program for three calls
     assert reports == [1, 2, 3, 4] * 3  # 4 steps: the default interval is max(1, 4 // 20) = 1
+    assert ProgressBar(freq=2) == ProgressBar(freq=2) != ProgressBar(freq=3)
+    assert as_progress_bar(True, "for_loop") == as_progress_bar(True, "for_loop")

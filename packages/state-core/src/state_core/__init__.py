@@ -37,22 +37,6 @@ from ._state import (
 from ._stateful_function import StatefulFunction
 from ._trace import NewStateCatcher, StateTraceStack, active_trace_stacks, catch_new_states
 
-# Engine internals, importable from here for code written before ``state_core.engine``
-# existed; they are not part of the user-facing API (``__all__``).
-from .engine import (  # noqa: F401
-    ArrayImpl,
-    StaleTraceError,
-    TracedCall,
-    canonical_signature,
-    check_state_avals,
-    format_fields,
-    leaf_signature,
-    read_state_values,
-    states_changed,
-    unflatten_states,
-    write_state_values,
-)
-
 __all__ = [
     "__version__",
     "filter",

@@ -3,34 +3,16 @@
 from __future__ import annotations
 
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, overload
 
 import jax
-import numpy as np
 
 from ._filter import FilterLike, Path, to_predicate
+from ._graph import graph_states
 from ._state import State
 
 __all__ = ["StateDict", "collect_states", "states_of_callable"]
-
-_OPAQUE = (
-    str,
-    bytes,
-    int,
-    float,
-    complex,
-    bool,
-    type(None),
-    type,
-    types.FunctionType,
-    types.BuiltinFunctionType,
-    types.MethodType,
-    types.ModuleType,
-    np.ndarray,
-    np.generic,
-    jax.Array,
-)
 
 
 class StateDict(dict[Path, State[Any]]):
@@ -141,21 +123,6 @@ jax.tree_util.register_pytree_with_keys(
 )
 
 
-def _children(obj: Any, path: Path) -> Iterator[tuple[Path, Any]]:
-    """``(path, child)`` for the items of a container or the attributes of an object."""
-    if isinstance(obj, dict):
-        items: Any = obj.items()
-    elif isinstance(obj, (list, tuple)):
-        items = enumerate(obj)
-    else:
-        attrs = getattr(obj, "__dict__", None)
-        if attrs is None:
-            return
-        items = attrs.items()
-    for key, child in items:
-        yield (*path, key), child
-
-
 def collect_states(root: Any, *filters: FilterLike) -> StateDict:
     """Walk ``root``'s object graph and return every State found, keyed by its path.
 
@@ -173,27 +140,7 @@ def collect_states(root: Any, *filters: FilterLike) -> StateDict:
         >>> list(collect_states(tree))
         [('a', 0), ('a', 1)]
     """
-    found = StateDict()
-    seen_states: set[int] = set()
-    visited: set[int] = set()
-    # Depth-first pre-order with an explicit stack of child iterators: the same
-    # order as a recursive walk, without Python's recursion limit.
-    pending: list[Iterator[tuple[Path, Any]]] = [iter((((), root),))]
-    while pending:
-        item = next(pending[-1], None)
-        if item is None:
-            pending.pop()
-            continue
-        path, obj = item
-        if isinstance(obj, State):
-            if id(obj) not in seen_states:
-                seen_states.add(id(obj))
-                found[path] = obj
-            continue
-        if isinstance(obj, _OPAQUE) or id(obj) in visited:
-            continue
-        visited.add(id(obj))
-        pending.append(_children(obj, path))
+    found = StateDict(graph_states(root))
     return found.filter(*filters) if filters else found
 
 

@@ -22,6 +22,8 @@ class _Context(threading.local):
         # ``state -> value`` seen only by this thread while it traces (see
         # ``_trace.private_state_values``); ``None`` when the thread is not tracing.
         self.overlay: dict[Any, Any] | None = None
+        # Engine markers that make a trace context differ (``_signature.pushed_context``).
+        self.markers: tuple[Any, ...] = ()
 
 
 CTX = _Context()

@@ -85,7 +85,7 @@ class StatefulFunctionIntrospection:
 
     # ------------------------------------------------------------------ lookups
     def _traced_for(self, args: tuple[Any, ...], kwargs: dict[Any, Any]) -> Any:
-        """The ``TracedCall`` of a call with these arguments.
+        """The ``Trace`` of a call with these arguments.
 
         ``compile_if_miss=False`` (a keyword) raises ``ValueError`` instead of tracing
         a new signature; without arguments, the latest trace is returned.
@@ -376,7 +376,7 @@ def make_jaxpr(
     # Imported here: StatefulFunction derives from the mixin defined in this module.
     from ._stateful_function import StatefulFunction
 
-    stateful = StatefulFunction(fun, static_argnums, static_argnames)
+    stateful: StatefulFunction = StatefulFunction(fun, static_argnums, static_argnames)
 
     def make(*args: Any, **kwargs: Any) -> tuple[Any, ...]:
         stateful.clear_cache()

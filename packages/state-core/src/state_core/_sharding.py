@@ -11,15 +11,17 @@ same functions.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from ._collection import StateDict
-from ._jax_internals import context_mesh, is_tracer
+from ._context import CTX
+from ._jax_internals import ArrayImpl, context_mesh, is_tracer
 from ._state import State
 
 __all__ = ["get_partition_spec", "get_named_sharding", "shard_states"]
@@ -104,29 +106,93 @@ def state_sharding(state: State[Any], mesh: Any = None, path: Any = None) -> Nam
     return NamedSharding(mesh, spec)
 
 
+def _placed(x: Any, sharding: NamedSharding) -> bool:
+    """True if ``x`` already lies on exactly ``sharding``.
+
+    An equivalent layout on another mesh object (or ``P()`` for ``P(None)``) is
+    moved too: a compiled program is keyed by its inputs' shardings, and inputs
+    that alternate between two equivalent forms would compile it twice.
+    """
+    return getattr(x, "sharding", None) == sharding
+
+
 def place_value(value: Any, sharding: NamedSharding) -> Any:
     """``value`` with every leaf on ``sharding``; ``value`` itself when nothing moves.
 
-    Tracers are left alone. On a mesh spanning several processes every process
-    holds the whole value and keeps the shards of its own devices.
+    Tracers are left alone (and nothing is staged into an enclosing plain
+    ``jax.jit``). On a mesh spanning several processes every process holds the
+    whole value and keeps the shards of its own devices; typed PRNG keys move as
+    their key data.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from jax.sharding import NamedSharding, PartitionSpec as P
+        >>> from state_core.engine import place_value
+        >>> mesh = jax.make_mesh((jax.device_count(),), ('x',))
+        >>> place_value(jnp.zeros(jax.device_count()), NamedSharding(mesh, P('x'))).sharding.spec
+        P('x',)
     """
     leaves, treedef = jax.tree.flatten(value)
-    if all(is_tracer(x) or getattr(x, "sharding", None) == sharding for x in leaves):
+    if all(is_tracer(x) or _placed(x, sharding) for x in leaves):
         return value
-    if jax.process_count() == 1:
-        moved = [x if is_tracer(x) else jax.device_put(x, sharding) for x in leaves]
-    else:
-        moved = [x if is_tracer(x) else _global_array(x, sharding) for x in leaves]
+    with jax.ensure_compile_time_eval():
+        moved = [x if is_tracer(x) or _placed(x, sharding) else _put_leaf(x, sharding) for x in leaves]
     return jax.tree.unflatten(treedef, moved)
 
 
-def _global_array(x: Any, sharding: NamedSharding) -> jax.Array:
-    """A global array on ``sharding`` built from the whole value every process holds."""
+def _put_leaf(x: Any, sharding: NamedSharding) -> jax.Array:
+    if jax.process_count() == 1:
+        placed: jax.Array = jax.device_put(x, sharding)
+        return placed
+    if isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
+        data = _put_leaf(jax.random.key_data(x), sharding)
+        return jax.random.wrap_key_data(data, impl=jax.random.key_impl(x))
     if isinstance(x, jax.Array) and not x.is_fully_addressable:
         moved: jax.Array = jax.device_put(x, sharding)  # already global: JAX moves shards between processes
         return moved
     host = np.asarray(x)
     return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
+
+
+def input_placer(
+    in_states: Sequence[State[Any]],
+    shardings: Sequence[NamedSharding | None],
+    place: Callable[[Any, NamedSharding], Any] = place_value,
+) -> Callable[[list[Any], list[Any]], tuple[list[Any], list[Any]]]:
+    """A ``Program.prepare`` that moves input state values to the shardings the program expects.
+
+    A value moved eagerly is stored back in its state, so the next call finds it in
+    place (no copy, no new compile for a new input layout). ``None`` shardings are
+    left alone.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from jax.sharding import NamedSharding, PartitionSpec as P
+        >>> from state_core import State
+        >>> from state_core.engine import input_placer
+        >>> mesh = jax.make_mesh((jax.device_count(),), ('x',))
+        >>> s = State(jnp.zeros(jax.device_count()))
+        >>> prepare = input_placer([s], [NamedSharding(mesh, P('x'))])
+        >>> _ = prepare([s.value], [])
+        >>> s.value.sharding.spec
+        P('x',)
+    """
+    positions = [(k, sharding) for k, sharding in enumerate(shardings) if sharding is not None]
+
+    def prepare(values: list[Any], leaves: list[Any]) -> tuple[list[Any], list[Any]]:
+        eager = not CTX.stacks
+        for k, sharding in positions:
+            value = values[k]
+            if type(value) is ArrayImpl and value.sharding == sharding:
+                continue  # already placed: the common case
+            placed = place(value, sharding)
+            if placed is not value:
+                values[k] = placed
+                if eager:
+                    in_states[k].restore_value(placed)
+        return values, leaves
+
+    return prepare
 
 
 # ---------------------------------------------------------------------- user-facing helpers

@@ -276,6 +276,54 @@ class State(StateDisplay, Generic[T]):
                 self._leaked_at = _WATCH if traced else None
         self._value = value
 
+    # -- protocol for engines: what a kind of State asks of the transformations -------------
+    def splits_across_lanes(self, value: Any) -> bool:
+        """Whether a mapping transformation gives each lane its own part of ``value``.
+
+        Mapping transformations (``vmap2``, ``pmap2``, ``shard_map`` ...) ask every
+        state they read and that no axis rule claims. A plain State answers False
+        (every lane sees the same value); ``state_random.RandomState`` answers True
+        for a single key, so every lane draws different numbers. A subclass that
+        answers True implements ``split_across_lanes``.
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> from state_core import State
+            >>> State(jnp.zeros(2)).splits_across_lanes(jnp.zeros(2))
+            False
+        """
+        return False
+
+    def split_across_lanes(self, value: Any, num_lanes: int) -> tuple[Any, Any]:
+        """``(lane_values, next_value)``: one value per lane (a leading axis of ``num_lanes``)
+        and the value the state holds after the mapped call (also after a failed one).
+
+        Runs inside compiled programs (``value`` may be traced) and, when a call
+        fails, eagerly. Only called when ``splits_across_lanes(value)`` is True.
+
+        Example:
+            >>> from state_core import State
+            >>> State(0.0).split_across_lanes(0.0, 2)
+            Traceback (most recent call last):
+            NotImplementedError: State does not split its value across lanes.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not split its value across lanes.")
+
+    def handout_lock(self) -> Any:
+        """A lock that makes a transformation's read-modify-write of this state atomic, or None.
+
+        A state whose every value must be handed out once (a random key: two calls
+        must never draw with the same key, even from two threads) returns a lock;
+        the engine holds it from reading the value to writing the new one back.
+        A plain State returns None.
+
+        Example:
+            >>> from state_core import State
+            >>> State(0.0).handout_lock() is None
+            True
+        """
+        return None
+
     def _check_write(self, new_value: Any) -> None:
         old_def = jax.tree.structure(self._value)
         new_def = jax.tree.structure(new_value)

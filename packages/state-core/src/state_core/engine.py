@@ -1,80 +1,161 @@
 """Building blocks for engine authors: the pieces state-aware transformations are made of.
 
-User code does not need this module. It names what a new transformation built
-on ``StatefulFunction`` uses: the ``TracedCall`` record of a traced signature,
-the signature helpers that pick a cached program, the checked ``replay`` that
-runs one (split of written and read-only state values, one run, all-or-nothing
-write-back), the bounded ``TraceCache`` and the low-level readers and writers
-of state values.
+User code does not need this module. Every state-aware transformation is one
+pipeline, ``StatefulFunction``:
+
+    call -> signature -> cache -> miss: trace once (``trace_function``) -> ``Trace``
+                                         -> strategy: ``_analyze`` -> info, ``_compile`` -> ``Program``
+                               -> replay (``program_runner``): check, read, run once, write back
+
+A new transformation subclasses ``StatefulFunction`` and overrides its strategy
+hooks; this module names what those hooks work with: the frozen ``Trace`` and
+``Program`` records, ``jaxpr_evaluator`` (the one evaluation of a traced jaxpr),
+the signatures that pick a program, the shared caches, the object-graph walk, the
+``StateRules`` type for ``{axis: filter}`` / ``{filter: spec}`` rules and the
+readers and writers of state values. Kinds of State take part through three
+methods of ``State``: ``splits_across_lanes`` / ``split_across_lanes`` (one value
+per mapped lane, as random keys do) and ``handout_lock`` (an atomic
+read-modify-write).
 
 Example:
+    A strategy that doubles what the function returns (reading, checking and
+    writing states is the pipeline's job):
+
+    >>> import jax
     >>> import jax.numpy as jnp
     >>> from state_core import State, StatefulFunction
-    >>> from state_core.engine import read_state_values, replay
-    >>> s = State(jnp.ones(2))
-    >>> def double():
-    ...     s.value = s.value * 2
-    >>> f = StatefulFunction(double)
-    >>> call = f.trace()
-    >>> replay(call, read_state_values(call.in_states), [], 'double')
-    >>> s.value
-    Array([2., 2.], dtype=float32)
+    >>> from state_core.engine import Program, pure_program
+    >>> class Doubled(StatefulFunction):
+    ...     def _compile(self, trace, info):
+    ...         pure = pure_program(trace)
+    ...         def run(rw, ro, *leaves):
+    ...             out, new_values = pure(rw, ro, *leaves)
+    ...             return out * 2, new_values
+    ...         return Program(run=jax.jit(run), write_back=trace.write_states)
+    >>> total = State(jnp.zeros(()))
+    >>> def add(x):
+    ...     total.value = total.value + x
+    ...     return total.value
+    >>> f = Doubled(add)
+    >>> f(1.0), f(2.0), total.value
+    (Array(2., dtype=float32), Array(6., dtype=float32), Array(3., dtype=float32))
 """
 
-from ._cache import DEFAULT_CACHE_SIZE, TraceCache, clear_caches, register_cache_owner
+from ._cache import (
+    DEFAULT_CACHE_SIZE,
+    FunctionRecord,
+    IdentityRef,
+    TraceCache,
+    Unshareable,
+    callable_identity,
+    clear_caches,
+    frozen,
+    register_cache_owner,
+    shared_record,
+)
 from ._context import GENERATION
+from ._graph import GraphSnapshot, graph_roots, graph_states, snapshot_graph, walk_graph
 from ._jax_internals import ArrayImpl, api_boundary, hide_library_frames, is_batched, is_eager, mesh_type
 from ._pretty import format_fields
+from ._program import CacheEntry, Program, Trace, jaxpr_evaluator, merger
 from ._replay import (
-    StaleTraceError,
-    TracedCall,
-    canonical_signature,
-    check_state_avals,
-    leaf_signature,
+    STATES_CHANGED,
+    handout_locks,
     may_fail_at_run_time,
-    merger,
+    program_runner,
     read_state_values,
     replay,
-    state_signature,
-    states_changed,
-    states_match,
-    unflatten_states,
+    runs_cheaply_op_by_op,
     write_state_values,
 )
-from ._sharding import annotated_spec, check_spec_fits, place_value, sharding_annotation, state_sharding
+from ._rules import StateRules
+from ._sharding import (
+    annotated_spec,
+    check_spec_fits,
+    input_placer,
+    place_value,
+    sharding_annotation,
+    state_sharding,
+)
+from ._signature import (
+    canonical_signature,
+    context_markers,
+    leaf_signature,
+    positional_key,
+    pushed_context,
+    reference_avals,
+    state_signature,
+    states_match,
+    trace_context,
+    values_unchanged,
+)
+from ._stateful_function import pure_program
 from ._trace import private_state_values
+from ._tracing import abstract_value, trace_function
 
 __all__ = [
-    "TracedCall",
-    "replay",
+    # the records of the pipeline
+    "Trace",
+    "Program",
+    "CacheEntry",
+    "trace_function",
+    "abstract_value",
+    "jaxpr_evaluator",
+    "pure_program",
     "merger",
-    "states_match",
-    "state_signature",
-    "states_changed",
-    "check_state_avals",
-    "leaf_signature",
-    "mesh_type",
-    "canonical_signature",
-    "unflatten_states",
+    # the replay
+    "replay",
+    "program_runner",
     "read_state_values",
     "write_state_values",
+    "STATES_CHANGED",
     "may_fail_at_run_time",
-    "StaleTraceError",
+    "runs_cheaply_op_by_op",
+    "handout_locks",
+    # signatures
+    "leaf_signature",
+    "canonical_signature",
+    "state_signature",
+    "states_match",
+    "values_unchanged",
+    "reference_avals",
+    "positional_key",
+    "trace_context",
+    "pushed_context",
+    "context_markers",
+    "mesh_type",
+    # caches
     "TraceCache",
+    "FunctionRecord",
+    "shared_record",
+    "callable_identity",
+    "frozen",
+    "Unshareable",
+    "IdentityRef",
     "DEFAULT_CACHE_SIZE",
     "register_cache_owner",
     "clear_caches",
+    # object graphs and rules
+    "walk_graph",
+    "graph_states",
+    "graph_roots",
+    "GraphSnapshot",
+    "snapshot_graph",
     "GENERATION",
+    "StateRules",
+    # tracing helpers
+    "private_state_values",
+    "is_eager",
+    "is_batched",
     "ArrayImpl",
     "hide_library_frames",
     "api_boundary",
     "format_fields",
-    "private_state_values",
-    "is_eager",
-    "is_batched",
+    # sharding annotations
     "sharding_annotation",
     "annotated_spec",
     "state_sharding",
     "check_spec_fits",
     "place_value",
+    "input_placer",
 ]

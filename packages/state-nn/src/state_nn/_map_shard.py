@@ -10,19 +10,20 @@ become cross-device reductions.
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from state_core import State
-from state_core.engine import TracedCall
+from state_core.engine import Program, Trace, input_placer, place_value
 from state_transform import StatefulMapping
+from state_transform.engine import MappingInfo, build_mapped_program
 
 __all__ = ["MemberLayout", "ShardedMapping", "member_layout", "place_members"]
 
@@ -51,24 +52,7 @@ class MemberLayout:
 
     def place(self, value: Any, sharding: NamedSharding) -> Any:
         """``value`` (a pytree of arrays) placed with ``sharding``; tracers are left alone."""
-        leaves = jax.tree.leaves(value)
-        if any(isinstance(x, jax.core.Tracer) for x in leaves):
-            return value
-        if all(isinstance(x, jax.Array) and x.sharding == sharding for x in leaves):
-            return value
-        if sharding.is_fully_addressable:
-            return jax.device_put(value, sharding)
-        # Several processes: every process holds the whole value (the same seed and
-        # arguments on each), and contributes the slices of its own devices.
-        return jax.tree.map(lambda x: _global_array(x, sharding), value)
-
-
-def _global_array(x: Any, sharding: NamedSharding) -> jax.Array:
-    if isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
-        data = _global_array(jax.random.key_data(x), sharding)
-        return jax.random.wrap_key_data(data, impl=jax.random.key_impl(x))
-    host = np.asarray(x)
-    return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
+        return place_value(value, sharding)
 
 
 def _auto_mesh(mesh: Mesh) -> Mesh:
@@ -135,46 +119,58 @@ class ShardedMapping(StatefulMapping):
 
     The program is exactly the one ``vmap2`` builds (the per-member random keys are
     split the same way), wrapped in ``jax.jit`` with in/out shardings from each
-    state's and argument's mapped axis. Compiling also places the current values
-    of the input states as the program expects them, so the first and later calls
-    (whose inputs are the program's own outputs) share one compiled executable.
+    state's and argument's mapped axis. Its inputs are moved to those shardings
+    before a call and stored back placed, so the first and later calls (whose inputs
+    are the program's own outputs) share one compiled executable.
     """
 
     def __init__(self, fun: Callable[..., Any], layout: MemberLayout, **kwargs: Any) -> None:
         super().__init__(fun, mapping_fn=jax.vmap, **kwargs)
         self._layout = layout
 
-    def _runs_on_several_devices(self, entry: TracedCall) -> bool:
+    def _identity_options(self) -> Any:
+        layout = self._layout
+        return (super()._identity_options(), layout.mesh, layout.axes)
+
+    def _runs_on_several_devices(self, trace: Trace, info: MappingInfo) -> bool:
         return self._layout.mesh.size > 1
 
-    def _compile(self, entry: TracedCall) -> Callable[..., Any]:
-        super()._compile(entry)  # builds entry.plan.program
-        plan = entry.plan
+    def _compile(self, trace: Trace, info: MappingInfo) -> Program:
+        base = super()._compile(trace, info)
+        program, _ = build_mapped_program(trace, info, jax.vmap, {}, self.out_axes, self._donate_positions)
         layout = self._layout
-        in_states: Sequence[State[Any]] = entry.in_states
         state_shardings = [
-            layout.sharding(mode, _ndim(state)) for state, mode in zip(in_states, plan.in_modes, strict=True)
+            layout.sharding(mode, _ndim(state)) for state, mode in zip(trace.in_states, info.in_modes, strict=True)
         ]
-        for state, sharding in zip(in_states, state_shardings, strict=True):
-            state.restore_value(layout.place(state._value, sharding))
         leaf_shardings = [
-            layout.sharding(axis, len(aval.shape)) for axis, aval in zip(plan.leaf_axes, plan.arg_avals, strict=True)
+            layout.sharding(axis, len(aval.shape)) for axis, aval in zip(info.leaf_axes, info.arg_avals, strict=True)
         ]
-        out_axes = jax.tree.broadcast(self.out_axes, entry.out_shapes, is_leaf=lambda x: x is None)
+        out_axes = jax.tree.broadcast(self.out_axes, trace.out_shapes, is_leaf=lambda x: x is None)
         out_shardings = jax.tree.map(
-            lambda shape, axis: layout.sharding(axis, len(shape.shape) + 1), entry.out_shapes, out_axes
+            lambda shape, axis: layout.sharding(axis, len(shape.shape) + 1), trace.out_shapes, out_axes
         )
-        written = [s for s, keep in zip(entry.out_states, plan.lane_written_mask, strict=True) if keep]
-        written_shardings = [layout.sharding(a, _ndim(s)) for s, a in zip(written, plan.lane_written_axes, strict=True)]
-        key_shardings = [layout.replicated] * len(plan.split_positions)
-        return jax.jit(
-            plan.program,
+        written = [s for s, keep in zip(trace.out_states, info.lane_written_mask, strict=True) if keep]
+        written_shardings = [layout.sharding(a, _ndim(s)) for s, a in zip(written, info.lane_written_axes, strict=True)]
+        # A created state's per-member type is an output of the traced jaxpr.
+        state_avals = trace.closed_jaxpr.out_avals[trace.n_out_leaves :]
+        first = sum(d.num_leaves for d in trace.out_state_defs[: len(trace.out_states)])
+        created_shardings = []
+        for treedef, axis in zip(trace.out_state_defs[len(trace.out_states) :], info.created_axes, strict=True):
+            ndim = len(state_avals[first].shape) if treedef.num_leaves else 0
+            created_shardings.append(layout.sharding(axis, ndim + (axis is not None)))
+            first += treedef.num_leaves
+        key_shardings = [layout.replicated] * len(info.split_positions)
+        run = jax.jit(
+            program,
             in_shardings=(
-                [state_shardings[i] for i in entry.rw_index],
-                [state_shardings[i] for i in entry.ro_index],
+                [state_shardings[i] for i in trace.rw_index],
+                [state_shardings[i] for i in trace.ro_index],
                 *leaf_shardings,
             ),
-            out_shardings=(out_shardings, written_shardings + key_shardings),
+            out_shardings=(out_shardings, written_shardings + created_shardings + key_shardings),
+        )
+        return dataclasses.replace(
+            base, run=run, eager=None, prepare=input_placer(trace.in_states, state_shardings, layout.place)
         )
 
 

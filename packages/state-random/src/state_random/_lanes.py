@@ -11,7 +11,7 @@ from typing import Any
 import jax
 
 from ._checks import check_count, is_key
-from ._random_state import RandomState, as_key
+from ._random_state import RandomState, as_key, split_lanes
 
 __all__ = ["split_for_lanes", "is_single_key", "is_random_state"]
 
@@ -42,9 +42,7 @@ def split_for_lanes(key: Any, num_lanes: int) -> tuple[jax.Array, jax.Array]:
         True
     """
     num_lanes = check_count(num_lanes, "num_lanes", "split_for_lanes", minimum=1)
-    key = as_key(key, "split_for_lanes", "key", allow_batch=False)
-    parts = jax.random.split(key, num_lanes + 1)
-    return parts[1:], jax.random.split(parts[0], 2)[1]
+    return split_lanes(as_key(key, "split_for_lanes", "key", allow_batch=False), num_lanes)
 
 
 def is_single_key(value: Any) -> bool:

@@ -46,6 +46,12 @@ def _split_eager(key: jax.Array, n: int | None) -> tuple[jax.Array, jax.Array]:
     return parts[0], (parts[1] if n is None else parts[1:])
 
 
+def split_lanes(key: Any, num_lanes: int) -> tuple[jax.Array, jax.Array]:
+    """The split of a single key for ``num_lanes`` mapped lanes: ``(lane_keys, next_key)``."""
+    parts = jax.random.split(key, num_lanes + 1)
+    return parts[1:], jax.random.split(parts[0], 2)[1]
+
+
 _ACCEPTED = (
     "None (fresh entropy), an int seed, a typed PRNG key from jax.random.key (a scalar "
     "key or an array of keys), or raw uint32 key data of shape (2,) (or (..., 2)) as "
@@ -452,6 +458,48 @@ class RandomState(UniformNormalSamplers, ContinuousSamplers, SpecialSamplers, Di
             True
         """
         return RandomState(self.value)
+
+    # ------------------------------------------------------------------ engine protocol
+    def splits_across_lanes(self, value: Any) -> bool:
+        """True for a single key: a mapping transformation gives every lane its own key.
+
+        An array of keys (a user who pre-split) is mapped like any other state, by
+        its declared axis.
+
+        Example:
+            >>> import jax
+            >>> from state_random import RandomState
+            >>> rng = RandomState(0)
+            >>> rng.splits_across_lanes(rng.value), rng.splits_across_lanes(jax.random.split(rng.value, 3))
+            (True, False)
+        """
+        return is_key(value) and getattr(value, "ndim", None) == 0
+
+    def split_across_lanes(self, value: Any, num_lanes: int) -> tuple[Any, Any]:
+        """``(lane_keys, next_key)``: ``P = split(K, num_lanes + 1)``, lane ``i`` gets ``P[1 + i]``
+        and the state continues with ``split(P[0], 2)[1]`` (see ``split_for_lanes``).
+
+        Example:
+            >>> import jax
+            >>> from state_random import RandomState
+            >>> rng = RandomState(42)
+            >>> lanes, nxt = rng.split_across_lanes(rng.value, 4)
+            >>> lanes.shape, bool((lanes == jax.random.split(jax.random.key(42), 5)[1:]).all())
+            ((4,), True)
+        """
+        return split_lanes(value, num_lanes)
+
+    def handout_lock(self) -> Any:
+        """The lock that makes every read-modify-write of this key atomic (eager draws and
+        transformations alike), so two threads never draw with the same key.
+
+        Example:
+            >>> from state_random import RandomState
+            >>> rng = RandomState(0)
+            >>> rng.handout_lock() is rng.handout_lock()
+            True
+        """
+        return _SPLIT_LOCKS[(id(self) >> 4) & 63]
 
     def _key(self, key: Any, fn: str) -> jax.Array:
         # Called by every sampler after its arguments were validated.

@@ -33,7 +33,6 @@ from ._pmap import pmap2
 from ._progress import ProgressBar
 from ._remat import RematFunction, checkpoint, remat
 from ._shard_map import ShardMapFunction, shard_map
-from ._traced_body import clear_control_flow_caches
 from ._value_and_grad import JacobianFunction, ValueAndGradFunction, hessian, jacfwd, jacrev, value_and_grad
 from ._vmap import vmap2
 
@@ -69,7 +68,6 @@ __all__ = [
     "hessian",
     "JacobianFunction",
     "ProgressBar",
-    "clear_control_flow_caches",
     "clear_caches",
 ]
 

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import jax
 
 from state_core import BatchAxisError
+from state_core.engine import StateRules
 from state_core.filter import Filter, to_predicate
 
 __all__ = [
-    "first_match",
+    "axis_rules",
     "normalize_state_axes",
     "leaf_in_axes",
     "check_axis",
@@ -48,12 +49,9 @@ def normalize_state_axes(spec: Any, what: str) -> StateAxes:
         ) from None
 
 
-def first_match(rules: Iterable[tuple[Any, Filter]], path: tuple[Any, ...], state: Any, default: Any = None) -> Any:
-    """The value paired with the first filter that matches ``(path, state)``, else ``default``."""
-    for value, predicate in rules:
-        if predicate(path, state):
-            return value
-    return default
+def axis_rules(spec: Any, what: str) -> StateRules[Any]:
+    """The rules of a user's ``state_in_axes`` / ``state_out_axes`` (see ``normalize_state_axes``)."""
+    return StateRules.from_keyed_values(normalize_state_axes(spec, what))
 
 
 def _per_arg_axes(in_axes: Any, num_args: int) -> tuple[Any, ...]:

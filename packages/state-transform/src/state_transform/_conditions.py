@@ -13,54 +13,63 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from ._loop_program import LoopProgram, StatePlan, check_carry_avals, evaluator, run_program, state_outputs
-from ._traced_body import is_concrete, signature_key, traced_body
+from state_core.engine import jaxpr_evaluator
+
+from ._control_flow import Carry, ControlFlow, check_body, is_concrete, jit_disabled
 
 __all__ = ["cond", "switch", "ifelse"]
 
 
-def _check_same_outputs(calls: Sequence[Any], names: Sequence[str], who: str) -> None:
-    first = calls[0]
+class _Branches(ControlFlow):
+    """``cond`` / ``switch`` / ``ifelse``: one ``lax.cond`` / ``lax.switch`` over traced branches.
+
+    Called with ``(selector, operands)``. The states any branch writes are outputs
+    (a branch that does not write one passes its value through).
+    """
+
+    def __init__(self, kind: str, funs: Sequence[Callable[..., Any]], names: Sequence[str], who: str) -> None:
+        super().__init__(funs, names, who, (kind, len(funs)))
+        self.kind = kind
+
+    def _run(self, selector: Any, operands: tuple[Any, ...]) -> Any:
+        traces = [self.trace_body(k, operands) for k in range(len(self.bodies))]
+        _check_same_outputs(traces, self.body_names, self.who)
+        carry = Carry(traces, traces)
+        carried, invariant = carry.read()
+        carry.check_avals(traces, self.who)
+
+        def branch(k: int) -> Callable[..., Any]:
+            trace = traces[k]
+            evaluate, gather = jaxpr_evaluator(trace), carry.inputs_of(trace)
+
+            def fn(states: list[Any], operands: tuple[Any, ...]) -> tuple[Any, list[Any]]:
+                out, written, _ = evaluate(gather(states, invariant), jax.tree.leaves((operands, {})))
+                return out, carry.outputs(trace, written, states)
+
+            return fn
+
+        fns = [branch(k) for k in range(len(traces))]
+        if self.kind == "cond":
+            out, states = jax.lax.cond(selector, fns[0], fns[1], carried, operands)
+        else:
+            if self.kind == "ifelse":
+                conds = jnp.stack([jnp.asarray(c, bool).reshape(()) for c in selector])
+                selector = jnp.where(conds.any(), jnp.argmax(conds), len(fns) - 1)
+            out, states = jax.lax.switch(selector, fns, carried, operands)
+        carry.write(states)
+        return out
+
+
+def _check_same_outputs(traces: Sequence[Any], names: Sequence[str], who: str) -> None:
+    first = traces[0]
     ref = [(s.shape, s.dtype) for s in jax.tree.leaves(first.out_shapes)]
-    for call, name in zip(calls[1:], names[1:], strict=True):
-        got = [(s.shape, s.dtype) for s in jax.tree.leaves(call.out_shapes)]
-        if call.out_treedef != first.out_treedef or got != ref:
+    for trace, name in zip(traces[1:], names[1:], strict=True):
+        got = [(s.shape, s.dtype) for s in jax.tree.leaves(trace.out_shapes)]
+        if trace.out_treedef != first.out_treedef or got != ref:
             raise TypeError(
                 f"{who}: every branch must return the same structure, shapes and dtypes, but "
-                f"{names[0]} returns {first.out_shapes} and {name} returns {call.out_shapes}."
+                f"{names[0]} returns {first.out_shapes} and {name} returns {trace.out_shapes}."
             )
-
-
-def _branch_program(calls: Sequence[Any], kind: str, who: str) -> LoopProgram:
-    plan = StatePlan(calls, calls)
-    runs = [evaluator(c) for c in calls]
-    gathers = [plan.inputs_of(c) for c in calls]
-
-    def branch(k: int) -> Callable[..., Any]:
-        call, run, gather = calls[k], runs[k], gathers[k]
-        n_out = call.n_out_leaves
-
-        def fn(carried: list[Any], invariant: list[Any], operands: tuple[Any, ...]) -> tuple[Any, list[Any]]:
-            flat = run(*gather(carried, invariant), *jax.tree.leaves((operands, {})))
-            out = jax.tree.unflatten(call.out_treedef, flat[:n_out])
-            return out, state_outputs(plan, call, flat[n_out:], carried)
-
-        return fn
-
-    def program(
-        carried: list[Any], invariant: list[Any], selector: Any, operands: tuple[Any, ...]
-    ) -> tuple[Any, list[Any]]:
-        plan.check_stale(calls, carried, invariant)
-        check_carry_avals(plan, calls, carried, who)
-        fns = [branch(k) for k in range(len(calls))]
-        if kind == "cond":
-            return jax.lax.cond(selector, fns[0], fns[1], carried, invariant, operands)
-        if kind == "ifelse":
-            conds = jnp.stack([jnp.asarray(c, bool).reshape(()) for c in selector])
-            selector = jnp.where(conds.any(), jnp.argmax(conds), len(fns) - 1)
-        return jax.lax.switch(selector, fns, carried, invariant, operands)
-
-    return LoopProgram(jax.jit(program), plan, calls)
 
 
 def _run_branches(
@@ -71,19 +80,17 @@ def _run_branches(
     operands: tuple[Any, ...],
     who: str,
 ) -> Any:
-    bodies = [traced_body(f, f"{who}: {name}") for f, name in zip(funs, names, strict=True)]
-
-    def trace() -> list[Any]:
-        calls = [b.sf.trace(*operands) for b in bodies]
-        _check_same_outputs(calls, names, who)
-        return calls
-
-    def build(calls: Sequence[Any]) -> LoopProgram:
-        return _branch_program(calls, kind, who)
-
-    params = (kind, len(bodies))
-    key = signature_key(params, (selector, operands))
-    return run_program(bodies, trace, params, build, (selector, operands), who, key)
+    if jit_disabled():  # plain Python, as JAX's own cond / switch under disable_jit
+        for fun, name in zip(funs, names, strict=True):
+            check_body(fun, f"{who}: {name}")
+        if kind == "cond":
+            index = 0 if selector else 1
+        elif kind == "switch":
+            index = min(max(int(selector), 0), len(funs) - 1)
+        else:
+            index = next((k for k, c in enumerate(selector) if bool(c)), len(funs) - 1)
+        return funs[index](*operands)
+    return _Branches(kind, funs, names, who)(selector, operands)
 
 
 def _check_scalar(x: Any, what: str, who: str) -> None:

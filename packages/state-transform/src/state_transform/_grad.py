@@ -7,11 +7,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, Generic, Literal, TypeVar, overload
 
 import jax
-import jax.extend.core as jex_core
 import jax.numpy as jnp
 
 from state_core import State, StateDict, StatefulFunction
-from state_core.engine import TracedCall, api_boundary, merger, unflatten_states
+from state_core.engine import IdentityRef, Program, Trace, api_boundary, jaxpr_evaluator, merger
 
 __all__ = ["grad", "GradFunction"]
 
@@ -37,6 +36,10 @@ class GradFunction(StatefulFunction, Generic[_R]):
     """
 
     __module__ = "state_transform"
+
+    # A gradient built inline in an eager training loop runs op by op on its first
+    # call, like jax.grad; a reused one is compiled from its second call on.
+    eager_first_call = True
 
     def __init__(
         self,
@@ -64,8 +67,21 @@ class GradFunction(StatefulFunction, Generic[_R]):
 
         functools.update_wrapper(self, fun, updated=())
 
-    def _compile(self, entry: TracedCall) -> Callable[..., Any]:
-        returned = entry.out_shapes
+    def _identity_options(self) -> Any:
+        states = tuple(IdentityRef(s) for s in self._grad_state_list)
+        argnums = self.argnums if not isinstance(self.argnums, list) else tuple(self.argnums)
+        return (
+            super()._identity_options(),
+            self._grad_treedef,
+            states,
+            argnums,
+            self.has_aux,
+            self.return_value,
+            self._returns_state_dict,
+        )
+
+    def _compile(self, trace: Trace, info: None) -> Program:
+        returned = trace.out_shapes
         if self.has_aux and not (isinstance(returned, (tuple, list)) and len(returned) == 2):
             got = f"a {type(returned).__name__}"
             if hasattr(returned, "shape"):
@@ -74,11 +90,8 @@ class GradFunction(StatefulFunction, Generic[_R]):
                 f"grad(has_aux=True) needs {self.name} to return a (value, aux) pair, but it "
                 f"returned {got}. Return `loss, aux`, or drop has_aux=True."
             )
-        run = jex_core.jaxpr_as_fun(entry.closed_jaxpr)
-        n_out = entry.n_out_leaves
-        out_treedef = entry.out_treedef
-        out_defs = [jax.tree.structure(s._value) for s in entry.out_states]
-        in_index = {id(s): k for k, s in enumerate(entry.in_states)}
+        evaluate = jaxpr_evaluator(trace)
+        in_index = {id(s): k for k, s in enumerate(trace.in_states)}
         grad_index = [in_index.get(id(s)) for s in self._grad_state_list]
         # A state listed twice in grad_states is differentiated once; every entry
         # that names it receives that full gradient.
@@ -90,15 +103,16 @@ class GradFunction(StatefulFunction, Generic[_R]):
         ]
         argnums = self.argnums
         arg_tuple = () if argnums is None else ((argnums,) if isinstance(argnums, int) else tuple(argnums))
-        n_args = entry.n_args
+        n_args = trace.n_args
         for i in arg_tuple:
             if not -n_args <= i < n_args:
                 raise ValueError(
                     f"grad: argnums contains {i}, but {self.name} was called with {n_args} positional argument(s)."
                 )
         has_aux = self.has_aux
-        dyn_treedef = entry.dyn_treedef
-        merge = merger(entry)
+        dyn_treedef = trace.dyn_treedef
+        merge = merger(trace)
+        assemble = self._assemble
 
         def program(rw: list[Any], ro: list[Any], *dyn_leaves: Any) -> tuple[Any, list[Any]]:
             state_values = merge(rw, ro)
@@ -113,23 +127,20 @@ class GradFunction(StatefulFunction, Generic[_R]):
                 args = list(dyn_args)
                 for i, a in zip(arg_tuple, d_args, strict=True):
                     args[i] = a
-                leaves = [leaf for v in values for leaf in jax.tree.leaves(v)]
-                leaves += jax.tree.leaves((tuple(args), dyn_kwargs))
-                flat = run(*leaves)
-                out = jax.tree.unflatten(out_treedef, flat[:n_out])
+                out, written, created = evaluate(values, jax.tree.leaves((tuple(args), dyn_kwargs)))
                 loss, aux = out if has_aux else (out, None)
-                return loss, (loss, aux, unflatten_states(out_defs, flat[n_out:]))
+                return loss, (loss, aux, written + created)
 
-            (g_states, g_args), (loss, aux, written) = jax.grad(objective, argnums=(0, 1), has_aux=True)(
+            (g_states, g_args), (loss, aux, new_values) = jax.grad(objective, argnums=(0, 1), has_aux=True)(
                 grad_values, diff_args
             )
             state_grads = [
                 g_states[slot[k]] if k is not None else jax.tree.map(lambda z: jnp.zeros(z.shape, z.dtype), zero)
                 for k, zero in zip(grad_index, zeros, strict=True)
             ]
-            return (self._assemble(state_grads, g_args, loss, aux), written)
+            return assemble(state_grads, g_args, loss, aux), new_values
 
-        return jax.jit(program)
+        return Program(run=jax.jit(program), write_back=trace.write_states, eager=program)
 
     @api_boundary
     def __call__(self, *args: Any, **kwargs: Any) -> _R:

@@ -6,12 +6,21 @@ import functools
 import types
 import weakref
 from collections.abc import Callable, Iterable
-from typing import Any, cast, overload
+from typing import Any, NamedTuple, cast, overload
 
 import jax
 
-from state_core import StatefulFunction, active_trace_stacks, states_of_callable
-from state_core.engine import ArrayImpl, TracedCall, place_value, read_state_values, state_sharding
+from state_core import StatefulFunction, states_of_callable
+from state_core.engine import (
+    Program,
+    Trace,
+    Unshareable,
+    frozen,
+    input_placer,
+    pure_program,
+    read_state_values,
+    state_sharding,
+)
 
 __all__ = ["jit", "JittedFunction"]
 
@@ -23,6 +32,23 @@ def _as_tuple(argnums: int | Iterable[int] | None) -> tuple[int, ...]:
     if argnums is None:
         return ()
     return (argnums,) if isinstance(argnums, int) else tuple(argnums)
+
+
+class JitInfo(NamedTuple):
+    """The shardings a jitted signature gives its annotated states (its strategy's record).
+
+    Attributes:
+        in_shardings: per input state, its ``NamedSharding`` or None.
+        out_shardings: per written or created state, its ``NamedSharding`` or None.
+    """
+
+    in_shardings: tuple[Any, ...]
+    out_shardings: tuple[Any, ...]
+
+    @property
+    def annotated(self) -> bool:
+        """Whether any state is laid out by its annotation."""
+        return any(s is not None for s in self.in_shardings + self.out_shardings)
 
 
 class JittedFunction(StatefulFunction):
@@ -85,26 +111,40 @@ class JittedFunction(StatefulFunction):
         return self
 
     # ------------------------------------------------------------------ program
-    def _dynamic_positions(self, entry: TracedCall) -> list[int]:
-        static = {i if i >= 0 else i + entry.n_args for i in self.static_argnums}
-        return [i for i in range(entry.n_args) if i not in static]
+    def _identity_options(self) -> Any:
+        shardings = (self.in_shardings, self.out_shardings)
+        try:
+            hash(shardings)
+        except TypeError:
+            raise Unshareable(shardings) from None
+        return (
+            super()._identity_options(),
+            self.donate_argnums,
+            self.donate_states,
+            shardings,
+            frozen(self.jit_kwargs),
+        )
 
-    def _leaf_ranges(self, entry: TracedCall) -> list[tuple[int, int, int]]:
+    def _dynamic_positions(self, trace: Trace) -> list[int]:
+        static = {i if i >= 0 else i + trace.n_args for i in self.static_argnums}
+        return [i for i in range(trace.n_args) if i not in static]
+
+    def _leaf_ranges(self, trace: Trace) -> list[tuple[int, int, int]]:
         """``(user position, first leaf, end leaf)`` for each dynamic positional argument."""
-        dyn_args, _ = jax.tree.unflatten(entry.dyn_treedef, [0] * entry.dyn_treedef.num_leaves)
+        dyn_args, _ = jax.tree.unflatten(trace.dyn_treedef, [0] * trace.dyn_treedef.num_leaves)
         ranges = []
         leaf = 0
-        for position, arg in zip(self._dynamic_positions(entry), dyn_args, strict=True):
+        for position, arg in zip(self._dynamic_positions(trace), dyn_args, strict=True):
             n = len(jax.tree.leaves(arg))
             ranges.append((position, leaf, leaf + n))
             leaf += n
         return ranges
 
-    def _user_leaf_shardings(self, entry: TracedCall) -> list[Any]:
+    def _user_leaf_shardings(self, trace: Trace) -> list[Any]:
         """One sharding (or None) per dynamic argument leaf, from the user's ``in_shardings``."""
-        dyn_args, dyn_kwargs = jax.tree.unflatten(entry.dyn_treedef, [0] * entry.dyn_treedef.num_leaves)
+        dyn_args, dyn_kwargs = jax.tree.unflatten(trace.dyn_treedef, [0] * trace.dyn_treedef.num_leaves)
         if self.in_shardings is _UNSET:
-            return [None] * entry.dyn_treedef.num_leaves
+            return [None] * trace.dyn_treedef.num_leaves
         given = self.in_shardings
         if not isinstance(given, (tuple, list)):
             given = (given,) * len(dyn_args)
@@ -124,49 +164,50 @@ class JittedFunction(StatefulFunction):
         leaf_shardings.extend([None] * len(jax.tree.leaves(dyn_kwargs)))
         return leaf_shardings
 
-    def _state_shardings(self, entry: TracedCall) -> dict[int, Any]:
-        """``id(state) -> NamedSharding`` for every annotated state the program reads or writes.
+    def _analyze(self, ctx: Any, trace: Trace, dyn_args: tuple[Any, ...], dyn_kwargs: dict[str, Any]) -> JitInfo:
+        """The ``NamedSharding`` of every annotated state the program reads or writes.
 
         Checked here, before anything runs: a state whose annotation has no mesh or
         does not fit its value stops the call with the state's name and path.
         """
-        read = {id(s) for s in entry.in_states}
-        states = list(entry.in_states) + [s for s in entry.out_states if id(s) not in read]
-        annotated = [s for s in states if s.metadata.get("sharding") is not None]
+        states = {id(s): s for s in (*trace.in_states, *trace.write_states)}
+        annotated = [s for s in states.values() if s.metadata.get("sharding") is not None]
         if not annotated:
-            return {}
+            return JitInfo((None,) * len(trace.in_states), (None,) * len(trace.write_states))
         paths = states_of_callable(self.fun).paths_by_state()
-        return {id(s): state_sharding(s, path=paths.get(id(s))) for s in annotated}
+        shardings = {id(s): state_sharding(s, path=paths.get(id(s))) for s in annotated}
+        return JitInfo(
+            tuple(shardings.get(id(s)) for s in trace.in_states),
+            tuple(shardings.get(id(s)) for s in trace.write_states),
+        )
 
-    def _compile(self, entry: TracedCall) -> Callable[..., Any]:
+    def _compile(self, trace: Trace, info: JitInfo) -> Program:
         donate: list[int] = []
-        if self.donate_states and entry.rw_index:
+        if self.donate_states and trace.rw_index:
             donate.append(0)  # written states only: argument 1 holds the read-only ones
         if self.donate_argnums:
-            wanted = {i if i >= 0 else i + entry.n_args for i in self.donate_argnums}
-            for position, start, end in self._leaf_ranges(entry):
+            wanted = {i if i >= 0 else i + trace.n_args for i in self.donate_argnums}
+            for position, start, end in self._leaf_ranges(trace):
                 if position in wanted:
                     donate.extend(range(2 + start, 2 + end))
         kwargs = dict(self.jit_kwargs)
-        shardings = self._state_shardings(entry)
-        entry.plan = shardings or None
-        if shardings or self.in_shardings is not _UNSET:
-            in_shardings = [shardings.get(id(s)) for s in entry.in_states]
-            rw = [in_shardings[k] for k in entry.rw_index]
-            ro = [in_shardings[k] for k in entry.ro_index]
-            kwargs["in_shardings"] = (rw, ro, *self._user_leaf_shardings(entry))
-        if shardings or self.out_shardings is not _UNSET:
+        annotated = info.annotated
+        if annotated or self.in_shardings is not _UNSET:
+            rw = [info.in_shardings[k] for k in trace.rw_index]
+            ro = [info.in_shardings[k] for k in trace.ro_index]
+            kwargs["in_shardings"] = (rw, ro, *self._user_leaf_shardings(trace))
+        if annotated or self.out_shardings is not _UNSET:
             user_out = None if self.out_shardings is _UNSET else self.out_shardings
-            kwargs["out_shardings"] = (user_out, [shardings.get(id(s)) for s in entry.out_states])
-        if shardings:
-            entry.prepare = _placer(entry.in_states, [shardings.get(id(s)) for s in entry.in_states])
-        return jax.jit(self._pure_function(entry), donate_argnums=tuple(donate), **kwargs)
+            kwargs["out_shardings"] = (user_out, list(info.out_shardings))
+        prepare = input_placer(trace.in_states, info.in_shardings) if annotated else None
+        run = jax.jit(pure_program(trace), donate_argnums=tuple(donate), **kwargs)
+        return Program(run=run, write_back=trace.write_states, prepare=prepare)
 
-    def _runs_on_several_devices(self, entry: TracedCall) -> bool:
+    def _runs_on_several_devices(self, trace: Trace, info: JitInfo) -> bool:
         # A state that lives on a mesh, or is annotated with one, makes the program span its devices.
-        if entry.plan and any(len(s.device_set) > 1 for s in entry.plan.values()):
+        if any(s is not None and len(s.device_set) > 1 for s in info.in_shardings + info.out_shardings):
             return True
-        for state in entry.in_states:
+        for state in trace.in_states:
             for leaf in jax.tree.leaves(state._value):
                 sharding = getattr(leaf, "sharding", None)
                 if sharding is not None and len(sharding.device_set) > 1:
@@ -190,9 +231,9 @@ class JittedFunction(StatefulFunction):
             True
         """
         entry, leaves = self._lookup(args, kwargs)
-        rw, ro = entry.split_values(read_state_values(entry.in_states))
-        # `_lookup` always returns a compiled entry, and `_compile` builds it with `jax.jit`.
-        compiled = cast(jax.stages.Wrapped, entry.compiled)
+        rw, ro = entry.trace.split_values(read_state_values(entry.trace.in_states))
+        # `_compile` builds the program with `jax.jit`.
+        compiled = cast(jax.stages.Wrapped, entry.program.run)
         return compiled.lower(rw, ro, *leaves)
 
     def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
@@ -204,7 +245,7 @@ class JittedFunction(StatefulFunction):
             >>> jit(lambda x: x.sum(0)).eval_shape(jnp.ones((3, 4)))
             ShapeDtypeStruct(shape=(4,), dtype=float32)
         """
-        return self._lookup(args, kwargs)[0].out_shapes
+        return self._lookup(args, kwargs)[0].trace.out_shapes
 
     def __get__(self, obj: Any, objtype: type | None = None) -> Any:
         """Used as a method decorator: one jitted function per instance, bound to it."""
@@ -229,32 +270,6 @@ class JittedFunction(StatefulFunction):
         bound_cache = self._bound
         self._bound[key] = (weakref.ref(obj, lambda _ref: bound_cache.pop(key, None)), bound)
         return bound
-
-
-def _placer(
-    in_states: list[Any], shardings: list[Any]
-) -> Callable[[list[Any], list[Any]], tuple[list[Any], list[Any]]]:
-    """``entry.prepare`` for annotated states: move their values to the annotated sharding.
-
-    A value moved eagerly is stored back in its state, so the next call finds it in
-    place (no copy) and the compiled program always gets the layout it expects.
-    """
-    positions = [(k, sharding) for k, sharding in enumerate(shardings) if sharding is not None]
-
-    def place(values: list[Any], leaves: list[Any]) -> tuple[list[Any], list[Any]]:
-        eager = not active_trace_stacks()
-        for k, sharding in positions:
-            value = values[k]
-            if type(value) is ArrayImpl and value.sharding == sharding:
-                continue  # already placed: the common case
-            placed = place_value(value, sharding)
-            if placed is not value:
-                values[k] = placed
-                if eager:
-                    in_states[k].restore_value(placed)
-        return values, leaves
-
-    return place
 
 
 # `jit(f, ...)` is the compiled function; `jit(...)` without `f` is a decorator.

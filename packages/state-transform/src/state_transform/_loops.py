@@ -4,21 +4,23 @@ The body is traced once per signature; states it writes become loop carries and
 states it only reads are loop invariants, so each loop compiles to one
 ``lax.scan`` or ``lax.while_loop``. ``RandomState`` keys are carries: every
 iteration draws new numbers, exactly as the same number of eager calls would.
+Under ``jax.disable_jit()`` the loops run as plain Python, as JAX's own do.
 """
 
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._loop_program import LoopProgram, StatePlan, check_carry_avals, evaluator, run_program, state_outputs
+from state_core.engine import jaxpr_evaluator
+
+from ._control_flow import Carry, ControlFlow, check_body, jit_disabled, slice_spec
 from ._progress import ProgressBar, as_progress_bar, progress_reporter
-from ._traced_body import _CLEAR_HOOKS, _hashable, is_concrete, signature_key, slice_spec, traced_body
 
 __all__ = ["scan", "for_loop", "fori_loop", "while_loop", "map"]
 
@@ -37,7 +39,7 @@ def _loop_length(xs: Any, length: int | None, who: str, what: str = "xs") -> int
     if length is not None:
         sizes.add(length)
     if len(sizes) == 1 and all(shapes):
-        return sizes.pop()
+        return int(sizes.pop())
     _raise_bad_lengths(xs, length, who, what)
 
 
@@ -64,44 +66,60 @@ def _check_unroll(unroll: Any, who: str) -> Any:
     raise ValueError(f"{who}: unroll must be a positive int or a bool, got {unroll!r}.")
 
 
-def _scan_program(
-    calls: Sequence[Any],
-    kind: str,
-    length: int,
-    reverse: bool,
-    unroll: Any,
-    bar: ProgressBar | None,
-    lower: int,
-    who: str,
-) -> LoopProgram:
-    """Build the ``lax.scan`` program of a traced body.
+class _ScanLoop(ControlFlow):
+    """``scan`` / ``for_loop`` / ``fori_loop`` with known bounds: one ``lax.scan``.
 
     ``kind``: ``'scan'`` (``f(carry, x) -> (carry, y)``), ``'for'`` (``f(*x) -> y``)
-    or ``'fori'`` (``f(i, carry) -> carry``).
+    or ``'fori'`` (``f(i, carry) -> carry``); called with ``(init, xs)``.
     """
-    (call,) = calls
-    plan = StatePlan([call], [call])
-    run = evaluator(call)
-    gather = plan.inputs_of(call)
-    n_out = call.n_out_leaves
-    out_treedef = call.out_treedef
-    report = progress_reporter(bar, length) if bar is not None else None
 
-    def program(carried: list[Any], invariant: list[Any], init: Any, xs: Any) -> tuple[Any, list[Any]]:
-        plan.check_stale([call], carried, invariant)
-        check_carry_avals(plan, [call], carried, who)
+    def __init__(
+        self,
+        f: Callable[..., Any],
+        kind: str,
+        length: int,
+        reverse: bool,
+        unroll: Any,
+        bar: ProgressBar | None,
+        who: str,
+        lower: int = 0,
+    ) -> None:
+        super().__init__([f], ["the body"], who, (kind, length, bool(reverse), unroll, bar, lower))
+        self.kind, self.length, self.reverse, self.unroll, self.bar, self.lower = (
+            kind,
+            length,
+            bool(reverse),
+            unroll,
+            bar,
+            lower,
+        )
 
-        def step(carry: tuple[Any, ...], x: Any) -> tuple[tuple[Any, ...], Any]:
-            i, user_carry, states = carry
+    def _run(self, init: Any, xs: Any) -> Any:
+        kind, who, lower = self.kind, self.who, self.lower
+        if kind == "scan":
+            spec: tuple[Any, ...] = (init, jax.tree.map(slice_spec, xs))
+        elif kind == "for":
+            spec = tuple(jax.tree.map(slice_spec, x) for x in xs)
+        else:
+            spec = (jax.ShapeDtypeStruct((), jnp.int32), init)
+        body = self.trace_body(0, spec)
+        carry = Carry([body], [body])
+        carried, invariant = carry.read()
+        carry.check_avals([body], who)
+        evaluate = jaxpr_evaluator(body)
+        gather = carry.inputs_of(body)
+        report = progress_reporter(self.bar, self.length) if self.bar is not None else None
+
+        def step(state: tuple[Any, ...], x: Any) -> tuple[tuple[Any, ...], Any]:
+            i, user_carry, states = state
             if kind == "scan":
                 arg_leaves = jax.tree.leaves(((user_carry, x), {}))
             elif kind == "for":
                 arg_leaves = jax.tree.leaves((tuple(x), {}))
             else:
                 arg_leaves = jax.tree.leaves(((i + lower, user_carry), {}))
-            flat = run(*gather(states, invariant), *arg_leaves)
-            out = jax.tree.unflatten(out_treedef, flat[:n_out])
-            new_states = state_outputs(plan, call, flat[n_out:], states)
+            out, written, _ = evaluate(gather(states, invariant), arg_leaves)
+            new_states = carry.outputs(body, written, states)
             if kind == "scan":
                 if not (isinstance(out, tuple) and len(out) == 2):
                     raise TypeError(
@@ -117,10 +135,11 @@ def _scan_program(
             return (i + 1, user_carry, new_states), y
 
         start = (jnp.zeros((), jnp.int32), init, carried)
-        (_, final, states), ys = jax.lax.scan(step, start, xs, length=length, reverse=reverse, unroll=unroll)
-        return (final, ys), states
-
-    return LoopProgram(jax.jit(program), plan, [call])
+        (_, final, states), ys = jax.lax.scan(
+            step, start, xs, length=self.length, reverse=self.reverse, unroll=self.unroll
+        )
+        carry.write(states)
+        return final, ys
 
 
 def _run_scan(
@@ -135,26 +154,9 @@ def _run_scan(
     who: str,
     lower: int = 0,
 ) -> Any:
-    body = traced_body(f, f"{who}: the body")
     bar = as_progress_bar(progress_bar, who)
     unroll = _check_unroll(unroll, who)
-
-    def trace() -> list[Any]:
-        if kind == "scan":
-            spec = (init, jax.tree.map(slice_spec, xs))
-        elif kind == "for":
-            spec = tuple(jax.tree.map(slice_spec, x) for x in xs)
-        else:
-            spec = (jax.ShapeDtypeStruct((), jnp.int32), init)
-        return [body.sf.trace(*spec)]
-
-    params = (kind, length, bool(reverse), unroll, id(bar) if bar is not None else None, lower)
-
-    def build(calls: Sequence[Any]) -> LoopProgram:
-        return _scan_program(calls, kind, length, reverse, unroll, bar, lower, who)
-
-    # A ProgressBar is keyed by identity; the program holds it, so its id stays unique.
-    return run_program([body], trace, params, build, (init, xs), who, signature_key(params, (init, xs)))
+    return _ScanLoop(f, kind, length, reverse, unroll, bar, who, lower)(init, xs)
 
 
 def scan(
@@ -205,7 +207,23 @@ def scan(
     """
     n = _loop_length(xs, length, "scan")
     progress_bar = pbar if progress_bar is None else progress_bar
+    if jit_disabled():
+        check_body(f, "scan: the body")
+        carry, ys = init, []
+        steps = range(n - 1, -1, -1) if reverse else range(n)
+        for i in steps:
+            carry, y = f(carry, jax.tree.map(lambda a, i=i: a[i], xs))
+            ys.append(y)
+        if reverse:
+            ys.reverse()
+        return carry, _stack(ys)
     return _run_scan(f, "scan", init, xs, n, reverse, unroll, progress_bar, "scan")
+
+
+def _stack(ys: list[Any]) -> Any:
+    if not ys:
+        return None
+    return jax.tree.map(lambda *leaves: jnp.stack(leaves), *ys)
 
 
 def for_loop(
@@ -249,16 +267,89 @@ def for_loop(
     if pbar is not None and progress_bar is None:
         progress_bar = pbar
     n = _loop_length(xs, length, "for_loop")
+    if jit_disabled():
+        check_body(f, "for_loop: the body")
+        steps = range(n - 1, -1, -1) if reverse else range(n)
+        ys = [f(*[jax.tree.map(lambda a, i=i: a[i], x) for x in xs]) for i in steps]
+        if reverse:
+            ys.reverse()
+        return _stack(ys)
     return _run_scan(f, "for", None, xs, n, reverse, unroll, progress_bar, "for_loop")[1]
 
 
-def _int_bound(x: Any) -> int | None:
-    """The bound as a Python int if it is known at trace time, else None."""
-    if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+def _int_bound(x: Any, what: str) -> int | None:
+    """The bound as a Python int if it is known at trace time, else None (a traced integer bound).
+
+    Raises:
+        TypeError: the bound is not an integer (as ``jax.lax.fori_loop`` does).
+    """
+    if isinstance(x, (bool, np.bool_)):
+        raise TypeError(f"fori_loop: {what} must be an integer, got the bool {x!r}.")
+    if isinstance(x, (int, np.integer)):
         return int(x)
-    if is_concrete(x) and np.ndim(x) == 0 and jnp.issubdtype(jnp.result_type(x), jnp.integer):
-        return int(x)
-    return None
+    dtype = jnp.result_type(x)
+    if not jnp.issubdtype(dtype, jnp.integer) or np.ndim(x) != 0:
+        raise TypeError(
+            f"fori_loop: {what} must be an integer scalar (a Python int or an integer array), got "
+            f"{type(x).__name__} of dtype {dtype} and shape {np.shape(x)}; use an int, e.g. {what}=int(n)."
+        )
+    if isinstance(x, jax.core.Tracer):
+        return None
+    return int(x)
+
+
+class _WhileLoop(ControlFlow):
+    """``while_loop`` (``kind='while'``, called with ``(init,)``) or ``fori_loop`` with traced
+    bounds (``kind='fori'``, called with ``(init, lower, upper)``): one ``lax.while_loop``."""
+
+    def __init__(self, kind: str, body_fun: Callable[..., Any], cond_fun: Callable[..., Any] | None, who: str) -> None:
+        if cond_fun is None:
+            super().__init__([body_fun], ["body_fun"], who, (kind,))
+        else:
+            super().__init__([body_fun, cond_fun], ["body_fun", "cond_fun"], who, (kind,))
+        self.kind = kind
+
+    def _run(self, init: Any, *bounds: Any) -> Any:
+        kind, who = self.kind, self.who
+        if kind == "fori":
+            body = self.trace_body(0, (jax.ShapeDtypeStruct((), bounds[0].dtype), init))
+            calls = [body]
+        else:
+            cond_trace = self.trace_body(1, (init,))
+            if cond_trace.out_states:
+                names = ", ".join(s.describe() for s in cond_trace.out_states)
+                raise ValueError(
+                    f"{who}: cond_fun writes {names}. The loop condition may read states but not write "
+                    "them; move the write into body_fun."
+                )
+            shapes = jax.tree.leaves(cond_trace.out_shapes)
+            if len(shapes) != 1 or shapes[0].shape != () or shapes[0].dtype != jnp.bool_:
+                raise TypeError(f"{who}: cond_fun must return a boolean scalar, got {cond_trace.out_shapes}.")
+            body = self.trace_body(0, (init,))
+            calls = [body, cond_trace]
+        carry = Carry([body], calls)
+        carried, invariant = carry.read()
+        carry.check_avals([body], who)
+        run_body, gather_body = jaxpr_evaluator(body), carry.inputs_of(body)
+        if kind == "while":
+            run_cond, gather_cond = jaxpr_evaluator(calls[1]), carry.inputs_of(calls[1])
+
+        def cond(state: tuple[Any, ...]) -> Any:
+            i, c, states = state
+            if kind == "fori":
+                return i < bounds[1]
+            return run_cond(gather_cond(states, invariant), jax.tree.leaves(((c,), {})))[0]
+
+        def step(state: tuple[Any, ...]) -> tuple[Any, ...]:
+            i, c, states = state
+            args = (c,) if kind == "while" else (i, c)
+            new_c, written, _ = run_body(gather_body(states, invariant), jax.tree.leaves((args, {})))
+            return i + 1, new_c, carry.outputs(body, written, states)
+
+        start = bounds[0] if kind == "fori" else jnp.zeros((), jnp.int32)
+        _, final, states = jax.lax.while_loop(cond, step, (start, init, carried))
+        carry.write(states)
+        return final
 
 
 def fori_loop(
@@ -275,7 +366,18 @@ def fori_loop(
 
     With bounds known at trace time the loop is a ``lax.scan`` (reverse-mode
     differentiable, progress bars allowed); with traced bounds a ``lax.while_loop``.
-    ``progress_bar`` (or brainstate's ``pbar``) is as in ``for_loop``.
+
+    Args:
+        lower: the first value of ``i`` (an integer).
+        upper: the loop stops before ``i`` reaches it (an integer).
+        body_fun: ``body_fun(i, carry) -> carry``.
+        init_val: the initial carry.
+        unroll: how many steps to unroll in the compiled loop (known bounds only).
+        progress_bar: as in ``for_loop`` (known bounds only).
+        pbar: brainstate's name for ``progress_bar``.
+
+    Raises:
+        TypeError: a bound is not an integer (as ``jax.lax.fori_loop``).
 
     Example:
         >>> import jax.numpy as jnp
@@ -289,7 +391,13 @@ def fori_loop(
         (Array(5., dtype=float32, weak_type=True), Array(10., dtype=float32))
     """
     progress_bar = pbar if progress_bar is None else progress_bar
-    lo, hi = _int_bound(lower), _int_bound(upper)
+    lo, hi = _int_bound(lower, "lower"), _int_bound(upper, "upper")
+    if jit_disabled() and lo is not None and hi is not None:
+        check_body(body_fun, "fori_loop: body_fun")
+        value = init_val
+        for i in range(lo, hi):
+            value = body_fun(i, value)
+        return value
     if lo is not None and hi is not None:
         length = max(hi - lo, 0)
         return _run_scan(body_fun, "fori", init_val, None, length, False, unroll, progress_bar, "fori_loop", lower=lo)[
@@ -301,18 +409,9 @@ def fori_loop(
             "arrays), but lower/upper are traced; pass concrete bounds or drop progress_bar."
         )
     dtype = jnp.result_type(lower, upper)
-    body = traced_body(body_fun, "fori_loop: body_fun")
-    spec = (jax.ShapeDtypeStruct((), dtype), init_val)
-
-    def trace() -> list[Any]:
-        return [body.sf.trace(*spec)]
-
-    def build(calls: Sequence[Any]) -> LoopProgram:
-        return _while_program(calls, "fori", "fori_loop")
-
-    args = (init_val, jnp.asarray(lower, dtype), jnp.asarray(upper, dtype))
-    params = ("fori-while", dtype)
-    return run_program([body], trace, params, build, args, "fori_loop", signature_key(params, args))
+    return _WhileLoop("fori", body_fun, None, "fori_loop")(
+        init_val, jnp.asarray(lower, dtype), jnp.asarray(upper, dtype)
+    )
 
 
 def while_loop(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any], init_val: Any) -> Any:
@@ -320,6 +419,11 @@ def while_loop(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any], i
 
     States written by ``body_fun`` are carried; ``cond_fun`` may read states (it
     sees their current values in the loop) but must not write any.
+
+    Args:
+        cond_fun: ``cond_fun(carry) -> bool scalar``; the loop runs while it is true.
+        body_fun: ``body_fun(carry) -> carry``.
+        init_val: the initial carry.
 
     Raises:
         ValueError: ``cond_fun`` writes a state (the message names it).
@@ -336,63 +440,14 @@ def while_loop(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any], i
         >>> while_loop(lambda n: x.value < 100, body, 0), x.value
         (Array(5, dtype=int32, weak_type=True), Array(243., dtype=float32, weak_type=True))
     """
-    who = "while_loop"
-    cond_body = traced_body(cond_fun, f"{who}: cond_fun")
-    body = traced_body(body_fun, f"{who}: body_fun")
-
-    def trace() -> list[Any]:
-        cond_call = cond_body.sf.trace(init_val)
-        if cond_call.out_states:
-            names = ", ".join(s.describe() for s in cond_call.out_states)
-            raise ValueError(
-                f"{who}: cond_fun writes {names}. The loop condition may read states but not write "
-                "them; move the write into body_fun."
-            )
-        shapes = jax.tree.leaves(cond_call.out_shapes)
-        if len(shapes) != 1 or shapes[0].shape != () or shapes[0].dtype != jnp.bool_:
-            raise TypeError(f"{who}: cond_fun must return a boolean scalar, got {cond_call.out_shapes}.")
-        return [body.sf.trace(init_val), cond_call]
-
-    def build(calls: Sequence[Any]) -> LoopProgram:
-        return _while_program(calls, "while", who)
-
-    key = signature_key("while", init_val)
-    return run_program([body, cond_body], trace, ("while",), build, (init_val,), who, key)
-
-
-def _while_program(calls: Sequence[Any], kind: str, who: str) -> LoopProgram:
-    """A ``lax.while_loop`` program: ``kind`` ``'while'`` (user cond) or ``'fori'`` (``i < upper``)."""
-    body_call = calls[0]
-    plan = StatePlan([body_call], calls)
-    run_body = evaluator(body_call)
-    gather_body = plan.inputs_of(body_call)
-    if kind == "while":
-        run_cond, gather_cond = evaluator(calls[1]), plan.inputs_of(calls[1])
-    n_out = body_call.n_out_leaves
-    out_treedef = body_call.out_treedef
-
-    def program(carried: list[Any], invariant: list[Any], init: Any, *bounds: Any) -> tuple[Any, list[Any]]:
-        plan.check_stale(calls, carried, invariant)
-        check_carry_avals(plan, [body_call], carried, who)
-
-        def cond(carry: tuple[Any, ...]) -> Any:
-            i, c, states = carry
-            if kind == "fori":
-                return i < bounds[1]
-            return run_cond(*gather_cond(states, invariant), *jax.tree.leaves(((c,), {})))[0]
-
-        def step(carry: tuple[Any, ...]) -> tuple[Any, ...]:
-            i, c, states = carry
-            args = (c,) if kind == "while" else (i, c)
-            flat = run_body(*gather_body(states, invariant), *jax.tree.leaves((args, {})))
-            new_c = jax.tree.unflatten(out_treedef, flat[:n_out])
-            return i + 1, new_c, state_outputs(plan, body_call, flat[n_out:], states)
-
-        start = bounds[0] if kind == "fori" else jnp.zeros((), jnp.int32)
-        _, final, states = jax.lax.while_loop(cond, step, (start, init, carried))
-        return final, states
-
-    return LoopProgram(jax.jit(program), plan, calls)
+    if jit_disabled():
+        check_body(cond_fun, "while_loop: cond_fun")
+        check_body(body_fun, "while_loop: body_fun")
+        value = init_val
+        while cond_fun(value):
+            value = body_fun(value)
+        return value
+    return _WhileLoop("while", body_fun, cond_fun, "while_loop")(init_val)
 
 
 def map(f: Callable[..., Any], *xs: Any, batch_size: int | None = None) -> Any:
@@ -402,6 +457,11 @@ def map(f: Callable[..., Any], *xs: Any, batch_size: int | None = None) -> Any:
     ``batch_size``, ``f`` runs on ``batch_size`` slices at a time under ``vmap2``
     (the remainder in one final batch), trading memory for speed; states written
     inside ``f`` must then not depend on the batched values.
+
+    Args:
+        f: the function applied to each slice.
+        *xs: arrays (or pytrees of arrays) with a common leading axis.
+        batch_size: how many slices to process at once (None: one at a time).
 
     Example:
         >>> import jax.numpy as jnp
@@ -423,7 +483,7 @@ def map(f: Callable[..., Any], *xs: Any, batch_size: int | None = None) -> Any:
         raise ValueError(f"map: batch_size must be a positive int or None, got {batch_size!r}.")
     from ._vmap import vmap2  # the batched form maps f with vmap2 inside the loop
 
-    batched = _batched(f, vmap2)
+    batched = vmap2(f)
     n_main = (n // batch_size) * batch_size
     parts = []
     if n_main:
@@ -435,19 +495,3 @@ def map(f: Callable[..., Any], *xs: Any, batch_size: int | None = None) -> Any:
     if len(parts) == 1:
         return parts[0]
     return jax.tree.map(lambda *p: jnp.concatenate(p), *parts)
-
-
-_BATCHED: dict[Any, Any] = {}
-_CLEAR_HOOKS.append(_BATCHED.clear)
-
-
-def _batched(f: Callable[..., Any], vmap2: Callable[..., Any]) -> Callable[..., Any]:
-    """``vmap2(f)``, kept per ``f`` so repeated ``map`` calls reuse one traced body."""
-    if not _hashable(f):
-        return vmap2(f)
-    hit = _BATCHED.get(f)
-    if hit is None:
-        if len(_BATCHED) >= 64:
-            _BATCHED.pop(next(iter(_BATCHED)))
-        hit = _BATCHED[f] = vmap2(f)
-    return hit

@@ -1,39 +1,37 @@
-"""``StatefulMapping``: the cached engine behind ``vmap2``, ``pmap2`` and ``Map``."""
+"""``StatefulMapping``: the mapping strategy behind ``vmap2``, ``pmap2`` and ``Map``."""
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
-import threading
 import warnings
 import weakref
 from collections.abc import Callable, Hashable, Iterable
-from typing import Any, cast
+from typing import Any
 
 import jax
-import jax.extend.core as jex_core
 
 from state_core import BatchAxisError, State, StatefulFunction, states_of_callable
-from state_core.engine import TracedCall, merger, unflatten_states
-from state_random import is_random_state, is_single_key, split_for_lanes
+from state_core.engine import Program, StateRules, Trace, context_markers, frozen, pushed_context
 
 from ._axes import (
     check_axis,
     check_out_axes,
     check_state_in_out_axes,
-    first_match,
     format_sizes,
     leaf_in_axes,
     normalize_state_axes,
     remove_axis,
 )
 from ._dependence import varying_outputs
-from ._lanes import advance_keys, give_lanes_their_keys
+from ._lanes import advance_after_failure
+from ._mapping_program import build_mapped_program
 
-__all__ = ["StatefulMapping"]
+__all__ = ["StatefulMapping", "MappingInfo"]
 
 _POLICIES = ("raise", "warn", "ignore", "auto")
-_SPLIT = "split"  # mode of a RandomState whose single key is split into one key per lane
+_SPLIT = "split"  # mode of a state that gives each lane its own value (a random key)
+_PMAP_MARKER = "pmap2"  # in the trace context while a pmap2 traces: a nested pmap2 is vectorised
 
 
 def _private_axis_name() -> str:
@@ -44,11 +42,9 @@ def _private_axis_name() -> str:
 _AXIS_COUNTER = itertools.count()
 
 
-class _PmapTraces(threading.local):
-    depth = 0  # how many pmap2 traces are running (a nested pmap2 is vectorised)
-
-
-_PMAP_TRACES = _PmapTraces()
+def _inside_pmap2() -> int:
+    """How many pmap2 traces enclose the current one."""
+    return context_markers().count(_PMAP_MARKER)
 
 
 @dataclasses.dataclass
@@ -70,50 +66,55 @@ class _MappingTrace:
         self.__init__(paths=self.paths, size_guess=size_guess)  # type: ignore[misc]
 
 
-@dataclasses.dataclass
-class MappingPlan:
-    """How a traced signature of a ``StatefulMapping`` is mapped (``TracedCall.plan``).
+@dataclasses.dataclass(frozen=True)
+class MappingInfo:
+    """How a traced signature of a ``StatefulMapping`` is mapped (its strategy's record).
 
     Attributes:
         axis_size: the number of lanes.
-        axis_name: the axis name bound in the program (a private one if the user gave none).
+        axis_name: the axis name bound in the program (the user's; a private one when a
+            lane must find its index and the user gave none; else None).
         in_modes: per input state: its mapped axis, None (broadcast) or ``'split'``
-            (a RandomState whose key is split into one key per lane).
-        split_positions: indices into ``in_states`` of the split RandomStates.
-        lane_written_mask: per written state, whether the lanes return it.
+            (a state that gives each lane its own value, such as a random key).
+        split_positions: indices into ``in_states`` of the split states.
+        lane_written_mask: per written state, whether the lanes return it (split
+            states are written from the split instead).
         lane_written_axes: the out axis of each lane-written state.
+        created_axes: the out axis of each state created during the trace.
         leaf_axes: the mapped axis of each dynamic argument leaf.
         leaf_positions: the positional index of each dynamic leaf (None for keywords).
         mapped_inputs: whether any argument or state is mapped (else a lane index is).
         out_varying: per output leaf, whether it differs across lanes.
         arg_avals: the (batched) abstract value of each dynamic argument leaf.
-        program: the mapped program before ``jax.jit`` (set when compiling).
+        nested_pmap: a pmap2 traced inside another pmap2 (its axis is vectorised).
     """
 
     axis_size: int
-    axis_name: Hashable
-    in_modes: list[Any]
-    split_positions: list[Any]
-    lane_written_mask: list[Any]
-    lane_written_axes: list[Any]
-    leaf_axes: list[Any]
-    leaf_positions: list[Any]
+    axis_name: Hashable | None
+    in_modes: tuple[Any, ...]
+    split_positions: tuple[int, ...]
+    lane_written_mask: tuple[bool, ...]
+    lane_written_axes: tuple[Any, ...]
+    created_axes: tuple[Any, ...]
+    leaf_axes: tuple[Any, ...]
+    leaf_positions: tuple[Any, ...]
     mapped_inputs: bool
-    out_varying: list[Any]
-    arg_avals: list[Any]
-    program: Callable[..., Any] | None = None
+    out_varying: tuple[bool, ...]
+    arg_avals: tuple[Any, ...]
+    nested_pmap: bool
 
 
 class StatefulMapping(StatefulFunction):
     """Map a function that reads and writes States over an axis, with a cached compiled program.
 
-    This is the engine behind ``vmap2`` and ``pmap2``. On the first call with a
+    This is the strategy behind ``vmap2`` and ``pmap2``. On the first call with a
     new argument signature it traces ``fun`` once at per-lane shapes, discovers
     the states it touches, decides each state's mapped axis, and builds
     ``mapping_fn(pure_fn, in_axes=..., out_axes=..., axis_name=..., axis_size=...)``
     (wrapped in ``jax.jit`` unless ``mapping_fn`` already compiles, as ``jax.pmap``
     does). Later calls with the same signature only gather the state values, run
-    that cached program once and write the results back.
+    that cached program once and write the results back. A mapping built again for
+    every call (``vmap2(f)(x)`` in a loop) finds the program of the first one.
 
     Args:
         fun: the function (or Module, or bound method) to map.
@@ -124,7 +125,8 @@ class StatefulMapping(StatefulFunction):
             (``axis`` may be None = broadcast), a single filter (= ``{0: filter}``),
             a State, a list of States, or None. The first matching entry wins.
             States no entry claims are broadcast.
-        state_out_axes: the same, for the new values of written states.
+        state_out_axes: the same, for the new values of written states (and of
+            states the function creates).
         unexpected_out_state_mapping: what to do with a written state that no
             ``state_out_axes`` entry covers and whose new value differs across
             lanes: ``'raise'`` (error naming the state), ``'warn'`` (warn, then
@@ -145,9 +147,11 @@ class StatefulMapping(StatefulFunction):
             default, as in ``jax.vmap``) or None to pass keyword arguments
             unmapped, the same value to every lane (``state_nn.Map`` does this).
 
-    RandomStates (from ``state_random``) that the function reads and whose value is
-    a single key get one independent key per lane, split inside the compiled
-    program; afterwards the state holds a fresh key.
+    States that the function reads, that no rule claims and that split across
+    lanes (a ``state_random.RandomState`` holding a single key) give each lane its
+    own value, split inside the compiled program; afterwards the state holds a
+    fresh key. States the function creates come out with a mapped axis when their
+    value differs across lanes (or as ``state_out_axes`` says).
 
     Example:
         >>> import jax.numpy as jnp
@@ -193,7 +197,7 @@ class StatefulMapping(StatefulFunction):
             raise ValueError(
                 f"unexpected_out_state_mapping must be one of {_POLICIES}, got {unexpected_out_state_mapping!r}."
             )
-        if axis_size is not None and (not isinstance(axis_size, int) or axis_size < 1):
+        if axis_size is not None and (not isinstance(axis_size, int) or isinstance(axis_size, bool) or axis_size < 1):
             raise ValueError(f"axis_size must be a positive int or None, got {axis_size!r}.")
         if keyword_axis is not None and (not isinstance(keyword_axis, int) or isinstance(keyword_axis, bool)):
             raise TypeError(f"keyword_axis must be an int or None, got {keyword_axis!r}.")
@@ -203,6 +207,8 @@ class StatefulMapping(StatefulFunction):
         self.out_axes = out_axes
         self.state_in_axes = normalize_state_axes(state_in_axes, "state_in_axes")
         self.state_out_axes = normalize_state_axes(state_out_axes, "state_out_axes")
+        self._in_rules: StateRules[Any] = StateRules.from_keyed_values(self.state_in_axes)
+        self._out_rules: StateRules[Any] = StateRules.from_keyed_values(self.state_out_axes)
         self.unexpected_out_state_mapping = unexpected_out_state_mapping
         self.axis_size = axis_size
         self.axis_name = axis_name
@@ -212,8 +218,23 @@ class StatefulMapping(StatefulFunction):
         # positional arguments to donate.
         self._device_limit: Callable[[], int] | None = None
         self._donate_positions: frozenset[int] = frozenset()
-        # Undeclared written states this mapping stacked on an axis: id -> (weakref, axis).
-        self._stacked: dict[int, tuple[Any, int]] = {}
+
+    def _identity_options(self) -> Hashable:
+        return (
+            super()._identity_options(),
+            frozen(self.in_axes),
+            frozen(self.out_axes),
+            self._in_rules,
+            self._out_rules,
+            self.unexpected_out_state_mapping,
+            self.axis_size,
+            frozen(self.axis_name),
+            frozen(self.mapping_fn),
+            frozen(self.mapping_kwargs),
+            self.keyword_axis,
+            self._donate_positions,
+            None if self._device_limit is None else self._device_limit(),
+        )
 
     # ------------------------------------------------------------------ naming states
     def _state_label(self, state: State[Any], paths: dict[int, tuple[Any, ...]]) -> str:
@@ -222,15 +243,12 @@ class StatefulMapping(StatefulFunction):
             return f"{type(state).__name__} at path '{'.'.join(map(str, path))}'"
         return state.describe()
 
-    def _resolve_axis(self, state: State[Any], axes: dict[Any, Any], paths: dict[int, tuple[Any, ...]]) -> Any:
-        return first_match(axes.items(), paths.get(id(state), ()), state, _UNDECLARED)
-
     def _in_axis(self, state: State[Any], value: Any, paths: dict[int, tuple[Any, ...]]) -> Any:
         """The axis ``state`` is mapped on the way in, including an axis this mapping stacked it on."""
-        axis = self._resolve_axis(state, self.state_in_axes, paths)
+        axis = self._in_rules.value_for(paths.get(id(state), ()), state, _UNDECLARED)
         if axis is not _UNDECLARED:
             return axis
-        stacked = self._stacked.get(id(state))
+        stacked = self._learned.get(("stacked", id(state)))
         if stacked is None or stacked[0]() is not state:
             return _UNDECLARED
         leaves = jax.tree.leaves(value)
@@ -252,25 +270,30 @@ class StatefulMapping(StatefulFunction):
         static_kwargs: tuple[Any, ...],
         dyn_args: tuple[Any, ...],
         dyn_kwargs: dict[str, Any],
-    ) -> TracedCall:
-        is_pmap = self.mapping_fn is jax.pmap
+    ) -> Trace:
+        trace: Trace | None = None
         for _ in range(2):
-            _PMAP_TRACES.depth += is_pmap
             ok = False
             try:
-                entry = super()._trace(ctx, key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs)
+                if self.mapping_fn is jax.pmap:
+                    with pushed_context(_PMAP_MARKER):
+                        trace = super()._trace(
+                            ctx, key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs
+                        )
+                else:
+                    trace = super()._trace(ctx, key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs)
                 ok = True
             finally:
-                _PMAP_TRACES.depth -= is_pmap
                 if not ok:
                     self._advance_after_failed_trace(ctx)
             size = self._decide_axis_size(ctx.sizes)
             if self.axis_name is None or ctx.size_used is None or ctx.size_used == size:
-                return entry
+                return trace
             # The axis size came from a state discovered mid-trace, and the function
             # used the named axis: trace again with the real size bound.
             ctx.restart(size)
-        return entry
+        assert trace is not None
+        return trace
 
     def _advance_after_failed_trace(self, ctx: _MappingTrace) -> None:
         # Randomness is consumed even by a failed call, so a retry draws new numbers.
@@ -279,7 +302,7 @@ class StatefulMapping(StatefulFunction):
             sizes.append((self.axis_size, "axis_size"))
         if len({s for s, _ in sizes}) != 1:
             return  # no consistent size: the error being raised says why
-        advance_keys(ctx.split, [s._value for s in ctx.split], sizes[0][0])
+        advance_after_failure(ctx.split, [s._value for s in ctx.split], sizes[0][0])
 
     def _axis_env(self, ctx: _MappingTrace) -> list[tuple[Any, int]] | None:
         if self.axis_name is None:
@@ -298,7 +321,7 @@ class StatefulMapping(StatefulFunction):
             if isinstance(axis, int) and not isinstance(axis, bool):
                 leaves = jax.tree.leaves(state._value)
                 if leaves and -len(jax.numpy.shape(leaves[0])) <= axis < len(jax.numpy.shape(leaves[0])):
-                    return jax.numpy.shape(leaves[0])[axis]
+                    return int(jax.numpy.shape(leaves[0])[axis])
         return None
 
     def _abstract_inputs(
@@ -325,9 +348,9 @@ class StatefulMapping(StatefulFunction):
     def _state_input_avals(self, ctx: _MappingTrace, state: State[Any], value: Any) -> Any:
         paths = ctx.paths
         axis = self._in_axis(state, value, paths)
-        if axis is not None and is_random_state(state) and is_single_key(value):
-            # One key for the whole call: give every lane its own key (an explicit
-            # None in state_in_axes instead broadcasts the same key to all lanes).
+        if axis is not None and state.splits_across_lanes(value):
+            # One value for the whole call: give every lane its own part (an explicit
+            # None in state_in_axes instead broadcasts the same value to all lanes).
             ctx.modes[id(state)] = _SPLIT
             ctx.split.append(state)
             return super()._state_input_avals(ctx, state, value)
@@ -345,67 +368,80 @@ class StatefulMapping(StatefulFunction):
         ctx.modes[id(state)] = axis if axis >= 0 else axis + len(jax.typeof(leaves[0]).shape)
         return jax.tree.unflatten(treedef, avals)
 
-    def _after_trace(
-        self, ctx: _MappingTrace, entry: TracedCall, dyn_args: tuple[Any, ...], dyn_kwargs: dict[str, Any]
-    ) -> None:
+    def _analyze(
+        self, ctx: _MappingTrace, trace: Trace, dyn_args: tuple[Any, ...], dyn_kwargs: dict[str, Any]
+    ) -> MappingInfo:
+        ok = False
+        try:
+            info = self._decide(ctx, trace)
+            ok = True
+        finally:
+            if not ok:  # a call refused after tracing still consumes its randomness
+                self._advance_after_failed_trace(ctx)
+        return info
+
+    def _decide(self, ctx: _MappingTrace, trace: Trace) -> MappingInfo:
+        """Every state's axis, the axis size and what varies across lanes."""
         paths = ctx.paths
         modes = ctx.modes
         size = self._decide_axis_size(ctx.sizes)
-        in_modes = [modes[id(s)] for s in entry.in_states]
-        split_positions = [k for k, m in enumerate(in_modes) if m == _SPLIT]
-        split_states = [entry.in_states[k] for k in split_positions]
-        split_ids = {id(s) for s in split_states}
+        in_modes = tuple(modes[id(s)] for s in trace.in_states)
+        split_positions = tuple(k for k, m in enumerate(in_modes) if m == _SPLIT)
+        split_ids = {id(trace.in_states[k]) for k in split_positions}
 
         # Which written values differ between lanes (decides undeclared writes).
         varying_in = []
-        for state, mode in zip(entry.in_states, in_modes, strict=True):
+        for state, mode in zip(trace.in_states, in_modes, strict=True):
             varying_in.extend([mode is not None] * len(jax.tree.leaves(state._value)))
         varying_in.extend(axis is not None for axis in ctx.leaf_axes)
-        axis_name = self.axis_name if self.axis_name is not None else _private_axis_name()
-        varying = varying_outputs(entry.closed_jaxpr.jaxpr, varying_in, self.axis_name)
-        written_varying = varying[entry.n_out_leaves :]
+        axis_name = self.axis_name
+        if axis_name is None and self.mapping_fn is not jax.vmap:
+            # Lanes find their part of a split state by axis_index, which needs a name.
+            # (Under vmap the split happens before mapping: no name, so op-by-op runs
+            # reuse JAX's compiled primitives, which are keyed by the axis names.)
+            axis_name = _private_axis_name()
+        varying = varying_outputs(trace.closed_jaxpr.jaxpr, varying_in, self.axis_name)
+        state_varying = varying[trace.n_out_leaves :]
 
-        lane_written: list[State[Any]] = []
         lane_written_axes: list[Any] = []
         lane_written_mask: list[bool] = []
         i = 0
-        for state in entry.out_states:
-            n = jax.tree.structure(state._value).num_leaves  # type: ignore[attr-defined]  # jaxlib PyTreeDef stub not found
-            state_varies = any(written_varying[i : i + n])
+        for state, treedef in zip(trace.out_states, trace.out_state_defs, strict=False):
+            n = treedef.num_leaves
+            state_varies = any(state_varying[i : i + n])
             i += n
             if id(state) in split_ids:
                 lane_written_mask.append(False)
                 continue
             lane_written_mask.append(True)
-            lane_written.append(state)
             lane_written_axes.append(self._out_axis(state, state_varies, paths, modes.get(id(state))))
             if n:
                 ndim = max(1, jax.numpy.ndim(jax.tree.leaves(state._value)[0]))
                 label = self._state_label(state, paths)
                 check_state_in_out_axes(self.name, label, modes.get(id(state)), lane_written_axes[-1], ndim)
-        check_out_axes(self.out_axes, entry.out_shapes, self.name)
-        entry.plan = MappingPlan(
+        created_axes = []
+        for state, treedef in zip(trace.created_states, trace.out_state_defs[len(trace.out_states) :], strict=True):
+            n = treedef.num_leaves
+            created_axes.append(self._created_axis(state, any(state_varying[i : i + n]), paths))
+            i += n
+        check_out_axes(self.out_axes, trace.out_shapes, self.name)
+        return MappingInfo(
             axis_size=size,
             axis_name=axis_name,
             in_modes=in_modes,
             split_positions=split_positions,
-            lane_written_mask=lane_written_mask,
-            lane_written_axes=lane_written_axes,
-            leaf_axes=list(ctx.leaf_axes),
-            leaf_positions=list(ctx.leaf_positions),
+            lane_written_mask=tuple(lane_written_mask),
+            lane_written_axes=tuple(lane_written_axes),
+            created_axes=tuple(created_axes),
+            leaf_axes=tuple(ctx.leaf_axes),
+            leaf_positions=tuple(ctx.leaf_positions),
             mapped_inputs=bool(ctx.sizes),
-            out_varying=varying[: entry.n_out_leaves],
-            arg_avals=list(ctx.arg_avals),
+            out_varying=tuple(varying[: trace.n_out_leaves]),
+            arg_avals=tuple(ctx.arg_avals),
+            nested_pmap=self.mapping_fn is jax.pmap and _inside_pmap2() > 0,
         )
-        entry.write_back = lane_written + split_states
-        if split_positions:
 
-            def advance_on_failure(values: list[Any]) -> None:
-                advance_keys(split_states, [values[k] for k in split_positions], size)
-
-            entry.on_failure = advance_on_failure
-
-    def _runs_on_several_devices(self, entry: TracedCall) -> bool:
+    def _runs_on_several_devices(self, trace: Trace, info: MappingInfo) -> bool:
         return self.mapping_fn is jax.pmap
 
     def _decide_axis_size(self, sizes: list[tuple[int, str]]) -> int:
@@ -424,8 +460,8 @@ class StatefulMapping(StatefulFunction):
                 f"{self.name}: the mapped axis has inconsistent sizes: {format_sizes(sizes)}. "
                 "Every mapped argument and state must have the same size along its mapped axis."
             )
-        size = sizes[0][0]
-        nested = _PMAP_TRACES.depth > (self.mapping_fn is jax.pmap)
+        size = int(sizes[0][0])
+        nested = _inside_pmap2() > (self.mapping_fn is jax.pmap)
         limit = self._device_limit() if self._device_limit is not None and not nested else None
         if limit is not None and size > limit:
             raise ValueError(
@@ -435,8 +471,21 @@ class StatefulMapping(StatefulFunction):
             )
         return size
 
+    def _created_axis(self, state: State[Any], varies: bool, paths: dict[int, tuple[Any, ...]]) -> Any:
+        """The out axis of a state created during the trace: as declared, else stacked when it varies."""
+        axis = self._out_rules.value_for(paths.get(id(state), ()), state, _UNDECLARED)
+        if axis is _UNDECLARED:
+            return 0 if varies else None
+        if axis is None and varies:
+            raise BatchAxisError(
+                f"{self.name}: {self._state_label(state, paths)} is created with a value that differs "
+                "across the mapped axis, but state_out_axes declares it unmapped (None). Declare an "
+                "int axis for it, or create it with the same value on every lane."
+            )
+        return axis
+
     def _out_axis(self, state: State[Any], varies: bool, paths: dict[int, tuple[Any, ...]], in_mode: Any = None) -> Any:
-        axis = self._resolve_axis(state, self.state_out_axes, paths)
+        axis = self._out_rules.value_for(paths.get(id(state), ()), state, _UNDECLARED)
         label = self._state_label(state, paths)
         if axis is not _UNDECLARED:
             if axis is None and varies:
@@ -467,94 +516,35 @@ class StatefulMapping(StatefulFunction):
                 f"warning), add an entry such as {{{axis}: OfType({type(state).__name__})}} to "
                 "state_out_axes.",
                 UserWarning,
-                stacklevel=5,
+                stacklevel=6,
             )
         # Remember the decision: on later calls the now-stacked value is fed per lane,
         # so a read-modify-write state does not gain an axis on every call.
-        self._stacked[id(state)] = (weakref.ref(state), axis)
+        self._learned[("stacked", id(state))] = (weakref.ref(state), axis)
         return axis
 
     # ------------------------------------------------------------------ compiling
-    def _compile(self, entry: TracedCall) -> Callable[..., Any]:
-        plan: MappingPlan = entry.plan
-        run = jex_core.jaxpr_as_fun(entry.closed_jaxpr)
-        n_out = entry.n_out_leaves
-        out_treedef = entry.out_treedef
-        out_defs = [jax.tree.structure(s._value) for s in entry.out_states]
-        size = plan.axis_size
-        axis_name = plan.axis_name
-        split_positions = plan.split_positions
-        mask = plan.lane_written_mask
-
-        kwargs = dict(self.mapping_kwargs)
-        mapping_fn = self.mapping_fn
-        if mapping_fn is jax.pmap and _PMAP_TRACES.depth > 0:
-            # jax.pmap cannot be nested in another pmap on current JAX; inside an
-            # outer pmap2 the inner axis is vectorised on each outer device instead
-            # (collectives over both axis names still work).
-            mapping_fn = jax.vmap
-            kwargs = {}
-        # Under vmap the keys are split once, before mapping (a slice per lane); other
-        # mapping primitives split inside each lane and pick the lane's key by index.
-        split_before = mapping_fn is jax.vmap
-        # When nothing is mapped (the size comes from axis_size alone) a dummy lane
-        # index array is mapped instead: jax.pmap needs at least one mapped input.
-        lanes = None if plan.mapped_inputs else jax.numpy.arange(size, dtype=jax.numpy.int32)
-
-        def lane(state_values: list[Any], *dyn_leaves: Any) -> tuple[Any, list[Any], list[Any]]:
-            next_keys: list[Any]
-            if split_before:
-                values, next_keys = state_values, []
-            else:
-                values, next_keys = give_lanes_their_keys(state_values, split_positions, size, axis_name)
-            leaves = []
-            for value in values:
-                leaves.extend(jax.tree.leaves(value))
-            if lanes is not None:
-                dyn_leaves = dyn_leaves[:-1]
-            flat = run(*leaves, *dyn_leaves)
-            out = jax.tree.unflatten(out_treedef, flat[:n_out])
-            written = [v for v, keep in zip(unflatten_states(out_defs, flat[n_out:]), mask, strict=True) if keep]
-            return out, written, next_keys
-
-        split_axis = 0 if split_before else None
-        in_axes = [split_axis if m == _SPLIT else m for m in plan.in_modes]
-        leaf_axes = list(plan.leaf_axes)
-        if lanes is not None:
-            leaf_axes.append(0)
-        if self._donate_positions:
-            kwargs["donate_argnums"] = tuple(
-                1 + j for j, p in enumerate(plan.leaf_positions) if p in self._donate_positions
-            )
-        mapped = mapping_fn(
-            lane,
-            in_axes=(in_axes, *leaf_axes),
-            out_axes=(
-                self.out_axes,
-                plan.lane_written_axes,
-                [] if split_before else [None] * len(split_positions),
-            ),
-            axis_name=axis_name,
-            **kwargs,
+    def _compile(self, trace: Trace, info: MappingInfo) -> Program:
+        program, compiled = build_mapped_program(
+            trace, info, self.mapping_fn, self.mapping_kwargs, self.out_axes, self._donate_positions
         )
-        merge = merger(entry)
+        split_states = tuple(trace.in_states[k] for k in info.split_positions)
+        lane_written = tuple(s for s, keep in zip(trace.out_states, info.lane_written_mask, strict=True) if keep)
+        on_failure = None
+        if info.split_positions:
+            positions, size = info.split_positions, info.axis_size
 
-        def program(rw: list[Any], ro: list[Any], *dyn_leaves: Any) -> tuple[Any, list[Any]]:
-            state_values = merge(rw, ro)
-            if lanes is not None:
-                dyn_leaves = (*dyn_leaves, lanes)
-            keys_after = []
-            if split_before and split_positions:
-                for k in split_positions:
-                    state_values[k], next_key = split_for_lanes(state_values[k], size)
-                    keys_after.append(next_key)
-            out, written, next_keys = mapped(state_values, *dyn_leaves)
-            return out, written + next_keys + keys_after
+            def on_failure(values: list[Any]) -> None:
+                advance_after_failure(split_states, [values[k] for k in positions], size)
 
-        plan.program = program
-        if hasattr(mapped, "lower"):  # already compiled: jax.pmap, or a jitted mapping
-            return program
-        return jax.jit(program)
+        # jax.pmap compiles whatever runs it; a jax.vmap program can run op by op.
+        eager = program if not compiled and self.eager_first_call else None
+        return Program(
+            run=program if compiled else jax.jit(program),
+            write_back=lane_written + trace.created_states + split_states,
+            eager=eager,
+            on_failure=on_failure,
+        )
 
     # ------------------------------------------------------------------ introspection
     def get_jaxpr_by_cache(self, key: Hashable) -> Any:
@@ -575,22 +565,29 @@ class StatefulMapping(StatefulFunction):
             True
         """
         entry = self._entry(key)
-        plan: MappingPlan = entry.plan
-        n_dyn = len(plan.arg_avals)
-        state_defs = [jax.tree.structure(s._value) for s in entry.in_states]
+        trace, info = entry.trace, entry.info
+        program, _ = build_mapped_program(
+            trace, info, self.mapping_fn, self.mapping_kwargs, self.out_axes, self._donate_positions
+        )
+        n_dyn = len(info.arg_avals)
+        state_defs = [jax.tree.structure(s._value) for s in trace.in_states]
         state_avals = [
             jax.core.ShapedArray(shape, dtype, weak_type=weak)
-            for sigs in entry.in_state_avals
+            for sigs in trace.in_state_avals
             for shape, dtype, weak in sigs
         ]
 
         def mapped(*flat: Any) -> tuple[Any, list[Any]]:
-            values = unflatten_states(state_defs, flat[n_dyn:])
-            rw, ro = entry.split_values(values)
-            # Set when the entry was compiled, which _entry(key) requires.
-            return cast(Callable[..., Any], plan.program)(rw, ro, *flat[:n_dyn])
+            values = []
+            i = n_dyn
+            for treedef in state_defs:
+                n = treedef.num_leaves  # type: ignore[attr-defined]  # jaxlib PyTreeDef stub not found
+                values.append(jax.tree.unflatten(treedef, flat[i : i + n]))
+                i += n
+            rw, ro = trace.split_values(values)
+            return program(rw, ro, *flat[:n_dyn])
 
-        return jax.make_jaxpr(mapped)(*plan.arg_avals, *state_avals)
+        return jax.make_jaxpr(mapped)(*info.arg_avals, *state_avals)
 
     def __repr__(self) -> str:
         return (

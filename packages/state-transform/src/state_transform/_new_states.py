@@ -1,4 +1,11 @@
-"""``vmap2_new_states`` / ``pmap2_new_states``: create a batch of copies of a module's states."""
+"""``vmap2_new_states`` / ``pmap2_new_states``: create a batch of copies of a module's states.
+
+A strategy on the mapping engine: ``module.init_all_states(**kwargs)`` is traced
+once per lane, and every State it creates comes out of the mapped program with the
+axis its ``state_out_axes`` rule names (axis 0 by default). The call runs once, so
+its ``jax.vmap`` program runs op by op (compiling a program that runs once costs far
+more than running it).
+"""
 
 from __future__ import annotations
 
@@ -11,39 +18,39 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from state_core import State, StateTraceStack, active_trace_stacks, catch_new_states, collect_states
-from state_core.engine import TracedCall, is_batched, is_eager, private_state_values
-from state_random import is_random_state, is_single_key, split_for_lanes
+from state_core import BatchAxisError, State, active_trace_stacks, catch_new_states, collect_states
+from state_core.engine import StateRules, Trace, is_eager
 
-from ._axes import first_match, normalize_state_axes
-from ._mapping import StatefulMapping
-from ._pmap import pmap2
+from ._axes import normalize_state_axes
+from ._mapping import MappingInfo, StatefulMapping
 
 __all__ = ["vmap2_new_states", "pmap2_new_states"]
 
 
 class _NewStateMapping(StatefulMapping):
-    """A mapping whose output is the list of new state values, each on its own axis."""
+    """The mapping of one initialisation: new states go out on the axis their rule names."""
 
-    def __init__(self, init: Callable[[], Any], out_axes_of: Callable[[], list[Any]], **kwargs: Any) -> None:
-        super().__init__(init, in_axes=(), **kwargs)
-        self._out_axes_of = out_axes_of
+    # It runs once: op by op costs far less than compiling (and compiles nothing new
+    # when the same model is initialised again).
+    eager_first_call = True
 
-    def _compile(self, entry: TracedCall) -> Callable[..., Any]:
-        self.out_axes, states = self._out_axes_of()
-        varying = entry.plan.out_varying
-        i = 0
-        for state, axis in zip(states, self.out_axes, strict=True):
-            n = jax.tree.structure(state._value).num_leaves  # type: ignore[attr-defined]  # PyTreeDef stub
-            if axis is None and any(varying[i : i + n]):
-                raise ValueError(
-                    f"{self.name}: {state.describe()} is declared shared (axis None) in "
-                    "state_out_axes, but its initial value differs between copies (for example "
-                    "it is drawn at random). Give it an int axis, or initialise it without "
-                    "per-copy randomness."
-                )
-            i += n
-        return super()._compile(entry)
+    def __init__(self, module: Any, init: Callable[[], Any], rules: StateRules[Any], name: str, **kwargs: Any) -> None:
+        super().__init__(init, in_axes=(), name=name, **kwargs)
+        self._module = module
+        self._new_rules = rules
+        self._shared = True  # a one-shot call: its trace (and the States it made) is never reused
+
+    def _created_axis(self, state: State[Any], varies: bool, paths: dict[int, tuple[Any, ...]]) -> Any:
+        path = collect_states(self._module).paths_by_state().get(id(state), ())
+        axis = self._new_rules.value_for(path, state, 0)
+        if axis is None and varies:
+            raise BatchAxisError(
+                f"{self.name}: {state.describe()} is declared shared (axis None) in "
+                "state_out_axes, but its initial value differs between copies (for example "
+                "it is drawn at random). Give it an int axis, or initialise it without "
+                "per-copy randomness."
+            )
+        return axis
 
 
 def _check_init_target(module: Any, init_kwargs: Any, fn_name: str) -> dict[Any, Any]:
@@ -68,120 +75,42 @@ def _map_new_states(
     state_tag: str | None,
     axis_size: int,
     state_out_axes: Any,
-    make_mapping: Callable[..., StatefulMapping],
-    place: Callable[[dict[Any, list[State[Any]]]], None] | None = None,
+    mapping_kwargs: dict[str, Any],
 ) -> dict[Any, list[State[Any]]]:
+    """Run the initialisation once under the mapping and group the new states by axis."""
     init_kwargs = _check_init_target(module, init_kwargs, fn_name)
     if not isinstance(axis_size, int) or isinstance(axis_size, bool) or axis_size < 1:
         raise ValueError(f"{fn_name}: axis_size must be a positive int, got {axis_size!r}.")
-    axes = normalize_state_axes(state_out_axes, "state_out_axes")
-    if (fn_name == "vmap2_new_states" or place is not None) and not active_trace_stacks() and is_eager():
-        # Plain eager call: no outer trace whose values could leak into states. The
-        # copies draw the same numbers under vmap as under pmap (lane i uses key 1 + i);
-        # ``place`` then spreads them over the devices.
-        eager_groups = _eager_vmap_new_states(module, init_kwargs, state_tag, axis_size, axes)
-        if place is not None:
-            place(eager_groups)
-        return eager_groups
-    caught: dict[str, Any] = {}
+    rules = StateRules.from_keyed_values(normalize_state_axes(state_out_axes, "state_out_axes"))
+    caught: list[State[Any]] = []
 
-    def init() -> list[Any]:
+    def init() -> None:
         with catch_new_states(state_tag) as catcher:
             module.init_all_states(**init_kwargs)
-        new = catcher.get_states()
-        paths = collect_states(module).paths_by_state()
-        new_axes = [first_match(axes.items(), paths.get(id(s), ()), s, 0) for s in new]
-        caught["states"], caught["axes"] = new, new_axes
-        return [s._value for s in new]
+        caught[:] = catcher.get_states()
 
-    mapping = make_mapping(init, lambda: (caught["axes"], caught["states"]))
-    values = mapping()
-    groups: dict[Any, list[State[Any]]] = {}
-    for state, axis, value in zip(caught["states"], caught["axes"], values, strict=True):
-        state.restore_value(value)
-        groups.setdefault(axis, []).append(state)
-    return groups
-
-
-def _shared_value_error(state: State[Any]) -> ValueError:
-    return ValueError(
-        f"vmap2_new_states: {state.describe()} is declared shared (axis None) in "
-        "state_out_axes, but its initial value differs between copies (for example "
-        "it is drawn at random). Give it an int axis, or initialise it without "
-        "per-copy randomness."
-    )
-
-
-def _eager_vmap_new_states(
-    module: Any, init_kwargs: dict[Any, Any], state_tag: str | None, size: int, axes: dict[Any, Any]
-) -> dict[Any, list[State[Any]]]:
-    """``vmap2_new_states`` without compiling: the init runs once under an eager ``jax.vmap``.
-
-    Compiling a program that runs once costs far more than running it, and an eager
-    vmap reuses the executables JAX caches for library code (``jax.random`` ...), so a
-    second initialisation compiles nothing. Random keys follow the mapping rules: a
-    RandomState read during init is split into ``size + 1`` keys, lane ``i`` draws
-    from key ``1 + i`` and the state keeps the next key afterwards (also on failure).
-    """
-    split: list[tuple[State[Any], Any]] = []
-    found: dict[str, Any] = {}
-
-    def lane_init(lane: Any) -> tuple[list[Any], list[Any]]:
-        def first_read(state: State[Any]) -> Any:
-            value = state._value
-            if is_random_state(state) and is_single_key(value):
-                lane_keys, next_key = split_for_lanes(value, size)
-                split.append((state, next_key))
-                return lane_keys[lane]
-            return value  # read-only states are the same on every lane
-
-        stack = StateTraceStack("vmap2_new_states")
-        stack._first_read_hook = first_read
-        with private_state_values():
-            try:
-                with catch_new_states(state_tag) as catcher, stack:
-                    module.init_all_states(**init_kwargs)
-                split_ids = {id(s) for s, _ in split}
-                new = catcher.get_states()
-                written = [s for s in stack.get_write_states() if id(s) not in split_ids]
-                new_values = [s._value for s in new]
-                written_values = [s._value for s in written]
-            finally:
-                stack.restore_original_values()
-        found["new"], found["written"] = new, written
-        found["batched"] = [
-            [any(is_batched(x) for x in jax.tree.leaves(v)) for v in values] for values in (new_values, written_values)
-        ]
-        return new_values, written_values
-
-    try:
-        new_values, written_values = jax.vmap(lane_init, axis_size=size)(jnp.arange(size))
-    finally:
-        for state, next_key in split:
-            state.restore_value(next_key)
-    new, written = found["new"], found["written"]
-    new_batched, written_batched = found["batched"]
+    mapping = _NewStateMapping(module, init, rules, fn_name, axis_size=axis_size, **mapping_kwargs)
+    mapping()
+    trace: Trace = mapping.get_traced_call()
+    info: MappingInfo = mapping._entry(None).info
+    mapped = dict(zip(trace.created_states, info.created_axes, strict=True))
     paths = collect_states(module).paths_by_state()
     groups: dict[Any, list[State[Any]]] = {}
-    results = []
-    # Every output came back stacked on axis 0 (unbatched ones broadcast): move or
-    # unstack them as each state's axis says.
-    for state, value, batched in zip(new, new_values, new_batched, strict=True):
-        axis = first_match(axes.items(), paths.get(id(state), ()), state, 0)
-        if axis is None:
-            if batched:
-                raise _shared_value_error(state)
-            value = jax.tree.map(lambda x: x[0], value)
-        elif axis != 0:
-            value = jax.tree.map(lambda x, a=axis: jnp.moveaxis(x, 0, a), value)
-        results.append((state, value))
+    for state in caught:
+        if state in mapped:
+            axis = mapped[state]
+        else:
+            # Created with a value known at trace time (the same on every copy): copies made here.
+            axis = rules.value_for(paths.get(id(state), ()), state, 0)
+            if axis is not None:
+                state.restore_value(jax.tree.map(lambda x, a=axis: _copies(x, axis_size, a), state._value))
         groups.setdefault(axis, []).append(state)
-    for state, value, batched in zip(written, written_values, written_batched, strict=True):
-        # A state that existed before init: stacked when it differs between copies.
-        results.append((state, value if batched else jax.tree.map(lambda x: x[0], value)))
-    for state, value in results:
-        state.restore_value(value)
     return groups
+
+
+def _copies(x: Any, n: int, axis: int) -> jax.Array:
+    x = jnp.asarray(x)
+    return jnp.repeat(jnp.expand_dims(x, axis), n, axis=axis)
 
 
 def vmap2_new_states(
@@ -195,8 +124,18 @@ def vmap2_new_states(
 
     Every state created during initialisation gets a leading axis of ``axis_size``
     copies (or the axis its ``state_out_axes`` filter names; ``None`` keeps one
-    shared copy). Random draws during initialisation differ between copies.
-    Existing states written during initialisation end with concrete values.
+    shared copy). Random draws during initialisation differ between copies (copy
+    ``i`` draws from key ``1 + i`` of the split, as in every mapping). Existing
+    states written during initialisation end with concrete values: stacked when
+    they differ between copies. Eagerly the initialisation runs op by op under
+    ``jax.vmap``, without an XLA compile.
+
+    Args:
+        module: an object with an ``init_all_states(**kwargs)`` method (a Module).
+        init_kwargs: keyword arguments for ``init_all_states``.
+        state_tag: a tag added to every new state.
+        axis_size: the number of copies (required).
+        state_out_axes: ``{axis: filter}`` for the new states (as in ``vmap2``).
 
     Returns:
         ``{axis: [states]}``, the new states grouped by their mapped axis.
@@ -215,11 +154,7 @@ def vmap2_new_states(
     """
     if axis_size is None:
         raise ValueError("vmap2_new_states: pass axis_size, the number of copies to create.")
-
-    def make(init: Callable[[], Any], out_axes_of: Callable[[], list[Any]]) -> StatefulMapping:
-        return _NewStateMapping(init, out_axes_of, axis_size=axis_size, name="vmap2_new_states")
-
-    return _map_new_states("vmap2_new_states", module, init_kwargs, state_tag, axis_size, state_out_axes, make)
+    return _map_new_states("vmap2_new_states", module, init_kwargs, state_tag, axis_size, state_out_axes, {})
 
 
 def pmap2_new_states(
@@ -230,9 +165,23 @@ def pmap2_new_states(
     state_out_axes: Any = None,
     devices: Any = None,
 ) -> dict[Any, list[State[Any]]]:
-    """Like ``vmap2_new_states`` but creates one copy per device with ``pmap2``.
+    """Like ``vmap2_new_states`` but creates one copy per device.
 
-    ``axis_size`` defaults to the number of local devices (or ``len(devices)``).
+    The copies are the same numbers ``vmap2_new_states`` makes (eagerly they are made
+    by it and then spread over the devices); inside a trace the initialisation runs
+    under ``pmap2``. ``axis_size`` defaults to the number of local devices (or
+    ``len(devices)``).
+
+    Args:
+        module: an object with an ``init_all_states(**kwargs)`` method (a Module).
+        init_kwargs: keyword arguments for ``init_all_states``.
+        state_tag: a tag added to every new state.
+        axis_size: the number of copies (default: one per device).
+        state_out_axes: ``{axis: filter}`` for the new states (as in ``vmap2``).
+        devices: the devices to place the copies on (default: the local devices).
+
+    Returns:
+        ``{axis: [states]}``, the new states grouped by their mapped axis.
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -255,28 +204,20 @@ def pmap2_new_states(
             f"{len(targets)} device(s) are available. Use at most that many copies (or pass "
             "`devices=`), or vmap2_new_states to batch on one device."
         )
-
-    def place(groups: dict[Any, list[State[Any]]]) -> None:
-        mesh = Mesh(np.array(targets[:axis_size]), ("copies",))
-        for axis, states in groups.items():
-            if axis is None:
-                continue  # one shared copy
-            for state in states:
-                leaves = jax.tree.leaves(state._value)
-                at = axis % jnp.ndim(leaves[0]) if leaves else 0
-                state.restore_value(jax.device_put(state._value, NamedSharding(mesh, P(*([None] * at), "copies"))))
-
-    def make(init: Callable[[], Any], out_axes_of: Callable[[], list[Any]]) -> StatefulMapping:
-        base = pmap2(init, in_axes=(), axis_size=axis_size, devices=devices)
-        mapping = _NewStateMapping(
-            init,
-            out_axes_of,
-            axis_size=axis_size,
-            name="pmap2_new_states",
-            mapping_fn=base.mapping_fn,
-            mapping_kwargs=base.mapping_kwargs,
+    if active_trace_stacks() or not is_eager():
+        mapping_kwargs: dict[str, Any] = {"mapping_fn": jax.pmap}
+        if devices is not None:
+            mapping_kwargs["mapping_kwargs"] = {"devices": targets}
+        return _map_new_states(
+            "pmap2_new_states", module, init_kwargs, state_tag, axis_size, state_out_axes, mapping_kwargs
         )
-        mapping._device_limit = base._device_limit
-        return mapping
-
-    return _map_new_states("pmap2_new_states", module, init_kwargs, state_tag, axis_size, state_out_axes, make, place)
+    groups = _map_new_states("pmap2_new_states", module, init_kwargs, state_tag, axis_size, state_out_axes, {})
+    mesh = Mesh(np.array(targets[:axis_size]), ("copies",))
+    for axis, states in groups.items():
+        if axis is None:
+            continue  # one shared copy
+        for state in states:
+            leaves = jax.tree.leaves(state._value)
+            at = axis % jnp.ndim(leaves[0]) if leaves else 0
+            state.restore_value(jax.device_put(state._value, NamedSharding(mesh, P(*([None] * at), "copies"))))
+    return groups

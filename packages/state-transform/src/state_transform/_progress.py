@@ -67,13 +67,28 @@ class ProgressBar:
             return self.freq
         return max(1, length // self.count)
 
+    def _key(self) -> tuple[Any, ...]:
+        return (self.freq, self.desc, self.count, tuple(sorted((k, _keyed(v)) for k, v in self.tqdm_kwargs.items())))
+
+    # Equal bars (same settings) share a loop's compiled program: ``progress_bar=True``
+    # in every call of a loop builds a new, equal ProgressBar.
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ProgressBar) and other._key() == self._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
     def __repr__(self) -> str:
         return f"ProgressBar(freq={self.freq}, desc={self.desc!r})"
 
 
-# Loop programs are cached per ProgressBar object, so ``progress_bar=True`` (or an int) must
-# map to the same object on every call, or each call would compile a new loop.
-_SHARED_BARS: dict[Any, ProgressBar] = {}
+def _keyed(value: Any) -> Any:
+    """``value`` if hashable, else its identity (a file object, a list ...)."""
+    try:
+        hash(value)
+    except TypeError:
+        return id(value)
+    return value
 
 
 def as_progress_bar(progress_bar: Any, what: str) -> ProgressBar | None:
@@ -83,13 +98,7 @@ def as_progress_bar(progress_bar: Any, what: str) -> ProgressBar | None:
     if isinstance(progress_bar, ProgressBar):
         return progress_bar
     if progress_bar is True or (isinstance(progress_bar, int) and progress_bar > 0):
-        freq = None if progress_bar is True else int(progress_bar)
-        bar = _SHARED_BARS.get(freq)
-        if bar is None:
-            if len(_SHARED_BARS) >= 64:
-                _SHARED_BARS.pop(next(iter(_SHARED_BARS)))
-            bar = _SHARED_BARS.setdefault(freq, ProgressBar(freq=freq))
-        return bar
+        return ProgressBar(freq=None if progress_bar is True else int(progress_bar))
     raise TypeError(
         f"{what}: progress_bar must be True/False/None, a positive int (refresh interval) or a "
         f"ProgressBar, got {progress_bar!r}."

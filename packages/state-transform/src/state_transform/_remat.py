@@ -4,22 +4,26 @@ from __future__ import annotations
 
 import functools
 import types
-import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import jax
 
-from state_core.engine import TracedCall, unflatten_states
+from state_core.engine import jaxpr_evaluator
 
-from ._loop_program import LoopProgram, StatePlan, evaluator, run_program
-from ._traced_body import TracedBody, signature_key
+from ._control_flow import Carry, ControlFlow, jit_disabled, trace_body
 
 __all__ = ["checkpoint", "remat", "RematFunction"]
 
 
-class RematFunction:
+class RematFunction(ControlFlow):
     """The callable ``checkpoint`` returns: ``fun`` traced once per signature, run under ``jax.checkpoint``.
+
+    Args:
+        fun: the function to rematerialise.
+        prevent_cse: as in ``jax.checkpoint``.
+        policy: a ``jax.checkpoint_policies`` policy.
+        static_argnums: positional arguments that are compile-time constants.
 
     Example:
         >>> import jax.numpy as jnp
@@ -46,66 +50,54 @@ class RematFunction:
     ) -> None:
         if not callable(fun):
             raise TypeError(f"checkpoint expects a callable, got {type(fun).__name__}.")
-        self.fun = fun
+        statics = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+        super().__init__([fun], ["fun"], "checkpoint", (prevent_cse, policy, statics))
         self.prevent_cse = prevent_cse
         self.policy = policy
-        self.static_argnums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
-        name = getattr(fun, "__name__", None) or type(fun).__name__
-        self._body = TracedBody(fun, name, self.static_argnums)
-        self._bound: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+        self.static_argnums = statics
+        self._no_statics = not statics
+        self.name = getattr(fun, "__name__", None) or type(fun).__name__
         functools.update_wrapper(self, fun, updated=())
 
     def __get__(self, instance: Any, owner: type | None = None) -> Any:
-        """Used as a method decorator: one ``RematFunction`` of the bound method per instance."""
+        """Used as a method decorator: the ``RematFunction`` of the method bound to ``instance``."""
         if instance is None:
             return self
-        if getattr(type(instance), "__hash__", None) is None or not hasattr(type(instance), "__weakref__"):
-            return RematFunction(types.MethodType(self.fun, instance), **self._options())
-        bound = self._bound.get(instance)
-        if bound is None:
-            bound = self._bound[instance] = RematFunction(types.MethodType(self.fun, instance), **self._options())
-        return bound
-
-    def _options(self) -> dict[Any, Any]:
-        return dict(prevent_cse=self.prevent_cse, policy=self.policy, static_argnums=self.static_argnums)
-
-    def _dynamic(self, args: tuple[Any, ...], kwargs: dict[Any, Any]) -> list[Any]:
-        n = len(args)
-        static = {i + n if i < 0 else i for i in self.static_argnums}
-        dyn = tuple(a for i, a in enumerate(args) if i not in static)
-        return jax.tree.leaves((dyn, kwargs))
+        return RematFunction(
+            types.MethodType(self.bodies[0], instance),
+            prevent_cse=self.prevent_cse,
+            policy=self.policy,
+            static_argnums=self.static_argnums,
+        )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        body = self._body
+        if jit_disabled():  # plain Python, as jax.checkpoint under disable_jit
+            return self.bodies[0](*args, **kwargs)
+        return super().__call__(*args, **kwargs)
 
-        def trace() -> list[TracedCall]:
-            return [body.sf.trace(*args, **kwargs)]
+    def _run(self, *args: Any, **kwargs: Any) -> Any:
+        n = len(args)
+        static = {i + n if i < 0 else i for i in self.static_argnums}
+        fun = self.bodies[0]
 
-        leaves = self._dynamic(args, kwargs)
-        # Static arguments select the trace too, so only calls without them use the signature key.
-        key = None if self.static_argnums else signature_key("remat", (args, kwargs))
-        return run_program([body], trace, ("remat",), self._build, (leaves,), "checkpoint", key)
+        def with_statics(*dynamic: Any, **kw: Any) -> Any:
+            it = iter(dynamic)
+            return fun(*[args[i] if i in static else next(it) for i in range(n)], **kw)
 
-    def _build(self, calls: Sequence[TracedCall]) -> LoopProgram:
-        (call,) = calls
-        plan = StatePlan([call], [call])
-        run = evaluator(call)
-        gather = plan.inputs_of(call)
-        n_out = call.n_out_leaves
-        out_defs = [jax.tree.structure(s._value) for s in call.out_states]
+        dynamic = tuple(a for i, a in enumerate(args) if i not in static)
+        body = trace_body(with_statics, "checkpoint: fun", dynamic, kwargs, "checkpoint")
+        carry = Carry([body], [body])
+        carried, invariant = carry.read()
+        evaluate, gather = jaxpr_evaluator(body), carry.inputs_of(body)
 
         def inner(carried: list[Any], invariant: list[Any], leaves: list[Any]) -> tuple[Any, list[Any]]:
-            flat = run(*gather(carried, invariant), *leaves)
-            out = jax.tree.unflatten(call.out_treedef, flat[:n_out])
-            return out, unflatten_states(out_defs, flat[n_out:])
+            out, written, _ = evaluate(gather(carried, invariant), leaves)
+            return out, carry.outputs(body, written, carried)
 
         rematted = jax.checkpoint(inner, prevent_cse=self.prevent_cse, policy=self.policy)
-
-        def program(carried: list[Any], invariant: list[Any], leaves: list[Any]) -> tuple[Any, list[Any]]:
-            plan.check_stale([call], carried, invariant)
-            return rematted(carried, invariant, leaves)
-
-        return LoopProgram(jax.jit(program), plan, [call])
+        out, states = rematted(carried, invariant, jax.tree.leaves((dynamic, kwargs)))
+        carry.write(states)
+        return out
 
 
 def checkpoint(
@@ -121,6 +113,7 @@ def checkpoint(
     it) the values computed inside ``fun`` are recomputed on the backward pass
     instead of stored, as ``policy`` allows. States that ``fun`` writes are
     updated as by a plain call. Usable as ``checkpoint(fn)`` or as a decorator.
+    Under ``jax.disable_jit()`` it calls ``fun`` directly.
 
     Args:
         fun: the function to rematerialise.

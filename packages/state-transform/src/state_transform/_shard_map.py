@@ -3,23 +3,28 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import jax
-import jax.extend.core as jex_core
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from state_core import State, StatefulFunction, active_trace_stacks, states_of_callable
-from state_core.engine import ArrayImpl as _ArrayImpl
-from state_core.engine import TracedCall, annotated_spec, merger, unflatten_states
-from state_core.filter import to_predicate
-from state_random import is_random_state, is_single_key
+from state_core import State, StatefulFunction, states_of_callable
+from state_core.engine import (
+    Program,
+    StateRules,
+    Trace,
+    annotated_spec,
+    frozen,
+    input_placer,
+    jaxpr_evaluator,
+    merger,
+    mesh_type,
+    place_value,
+)
 
-from ._axes import first_match
-from ._lanes import advance_keys, give_lanes_their_keys
+from ._lanes import advance_after_failure, split_inside_lane
 
 __all__ = ["shard_map", "ShardMapFunction"]
 
@@ -38,26 +43,26 @@ class _ShardTrace:
     undeclared: list[State[Any]] = dataclasses.field(default_factory=list)  # replicated: no spec names them
 
 
-@dataclasses.dataclass
-class ShardPlan:
-    """How a traced signature of ``shard_map`` places its inputs (``TracedCall.plan``).
+@dataclasses.dataclass(frozen=True)
+class ShardInfo:
+    """How a traced signature of ``shard_map`` places its inputs (its strategy's record).
 
     Attributes:
         in_specs: the PartitionSpec of each input state.
         leaf_specs: the PartitionSpec of each dynamic argument leaf.
-        split_positions: indices into ``in_states`` of RandomStates split per shard.
+        split_positions: indices into ``in_states`` of the states split per shard (random keys).
         written_mask: per written state, whether the shards return it.
-        written_specs: the out spec of each shard-written state.
+        written_specs: the out spec of each shard-written state, then of each created state.
         state_shardings, leaf_shardings: ``NamedSharding`` of the specs above.
     """
 
-    in_specs: list[PartitionSpec]
-    leaf_specs: list[PartitionSpec]
-    split_positions: list[int]
-    written_mask: list[bool]
-    written_specs: list[PartitionSpec]
-    state_shardings: list[NamedSharding] = dataclasses.field(default_factory=list)
-    leaf_shardings: list[NamedSharding] = dataclasses.field(default_factory=list)
+    in_specs: tuple[PartitionSpec, ...]
+    leaf_specs: tuple[PartitionSpec, ...]
+    split_positions: tuple[int, ...]
+    written_mask: tuple[bool, ...]
+    written_specs: tuple[PartitionSpec, ...]
+    state_shardings: tuple[NamedSharding, ...]
+    leaf_shardings: tuple[NamedSharding, ...]
 
 
 def _spec_axes(entry: Any) -> tuple[Any, ...]:
@@ -71,19 +76,17 @@ def _spec_mesh_axes(spec: PartitionSpec) -> tuple[Any, ...]:
     return tuple(name for entry in spec for name in _spec_axes(entry))
 
 
-def _normalize_state_specs(specs: Any, what: str) -> list[tuple[PartitionSpec, Any]]:
-    """``None`` / one spec / ``{State or filter: spec}`` -> ordered ``[(spec, predicate)]``."""
+def _state_spec_rules(specs: Any, what: str) -> StateRules[PartitionSpec]:
+    """``None`` / one spec / ``{State or filter: spec}`` -> the rules (first match wins)."""
     if specs is None:
-        return []
+        return StateRules()
     if isinstance(specs, PartitionSpec):
-        return [(specs, to_predicate(True))]
+        return StateRules([(specs, True)])
     if isinstance(specs, dict):
-        rules = []
         for key, spec in specs.items():
             if not isinstance(spec, PartitionSpec):
                 raise TypeError(f"{what}: the spec for {key!r} must be a PartitionSpec, got {spec!r}.")
-            rules.append((spec, to_predicate(key)))
-        return rules
+        return StateRules.from_keyed_filters(specs)
     raise TypeError(
         f"{what} must be None, a PartitionSpec, or a dict {{State or filter: PartitionSpec}}; got {specs!r}."
     )
@@ -135,8 +138,19 @@ class ShardMapFunction(StatefulFunction):
         self.state_in_specs = state_in_specs
         self.state_out_specs = state_out_specs
         self.check_vma = check_vma
-        self._in_rules = _normalize_state_specs(state_in_specs, "state_in_specs")
-        self._out_rules = _normalize_state_specs(state_out_specs, "state_out_specs")
+        self._in_rules = _state_spec_rules(state_in_specs, "state_in_specs")
+        self._out_rules = _state_spec_rules(state_out_specs, "state_out_specs")
+
+    def _identity_options(self) -> Any:
+        return (
+            super()._identity_options(),
+            self.mesh,
+            frozen(self.in_specs),
+            frozen(self.out_specs),
+            self._in_rules,
+            self._out_rules,
+            self.check_vma,
+        )
 
     # ------------------------------------------------------------------ specs
     def _per_shard_aval(self, aval: Any, spec: PartitionSpec, where: str) -> Any:
@@ -188,8 +202,10 @@ class ShardMapFunction(StatefulFunction):
             )
         return specs
 
-    def _state_spec(self, state: State[Any], rules: list[Any], paths: dict[int, Any]) -> PartitionSpec | None:
-        spec = first_match(rules, paths.get(id(state), ()), state)
+    def _state_spec(
+        self, state: State[Any], rules: StateRules[PartitionSpec], paths: dict[int, Any]
+    ) -> PartitionSpec | None:
+        spec: PartitionSpec | None = rules.value_for(paths.get(id(state), ()), state)
         if spec is None and rules is self._in_rules:
             # A state no input rule names is laid out as its ``sharding`` annotation says
             # (and, when written, keeps that spec like any spec it came in with).
@@ -210,8 +226,8 @@ class ShardMapFunction(StatefulFunction):
         static_kwargs: tuple[Any, ...],
         dyn_args: tuple[Any, ...],
         dyn_kwargs: dict[str, Any],
-    ) -> TracedCall:
-        traced: list[TracedCall] = []
+    ) -> Trace:
+        traced: list[Trace] = []
         trace = super()._trace
 
         def inside_shard_map() -> tuple[()]:
@@ -226,15 +242,15 @@ class ShardMapFunction(StatefulFunction):
             jax.make_jaxpr(context)()
             ok = True
         except TypeError as err:
-            # JAX's broadcasting error does not say that an undeclared state is
-            # replicated whole on every shard; name the state and the fix instead.
-            hint = _replicated_state_hint(err, ctx.undeclared, tuple(self.mesh.shape.values()))
-            if hint is not None:
-                raise ValueError(f"{self.name}: {hint}") from err
+            # A shape clash inside the function is often a state that no spec names and
+            # that every shard therefore sees whole: say which ones are replicated.
+            note = _replicated_states_note(ctx.undeclared, tuple(self.mesh.shape.values()))
+            if note is not None:
+                err.add_note(note)
             raise
         finally:
             if not ok:  # randomness is consumed even by a failed call
-                advance_keys(ctx.split, [st._value for st in ctx.split], self.mesh.size)
+                advance_after_failure(ctx.split, [st._value for st in ctx.split], self.mesh.size)
         return traced[0]
 
     def _abstract_inputs(
@@ -258,10 +274,10 @@ class ShardMapFunction(StatefulFunction):
 
     def _state_input_avals(self, ctx: _ShardTrace, state: State[Any], value: Any) -> Any:
         spec = self._state_spec(state, self._in_rules, ctx.paths)
-        if spec is None and is_random_state(state) and is_single_key(value):
+        if spec is None and state.splits_across_lanes(value):
             ctx.state_specs[id(state)] = _SPLIT
             ctx.split.append(state)
-            # Each shard gets its own key: a value that varies over every mesh axis.
+            # Each shard gets its own part: a value that varies over every mesh axis.
             every_axis = tuple(self.mesh.axis_names)
             return jax.tree.map(lambda a: self._typed(a, every_axis), super()._state_input_avals(ctx, state, value))
         if spec is None:
@@ -272,16 +288,15 @@ class ShardMapFunction(StatefulFunction):
         axes = _spec_mesh_axes(spec)
         return jax.tree.map(lambda x: self._typed(self._per_shard_aval(jax.typeof(x), spec, label), axes), value)
 
-    def _after_trace(
-        self, ctx: _ShardTrace, entry: TracedCall, dyn_args: tuple[Any, ...], dyn_kwargs: dict[str, Any]
-    ) -> None:
+    def _analyze(
+        self, ctx: _ShardTrace, trace: Trace, dyn_args: tuple[Any, ...], dyn_kwargs: dict[str, Any]
+    ) -> ShardInfo:
         specs = ctx.state_specs
-        in_specs = [specs[id(s)] for s in entry.in_states]
-        split_positions = [k for k, spec in enumerate(in_specs) if spec == _SPLIT]
-        split_states = [entry.in_states[k] for k in split_positions]
-        split_ids = {id(s) for s in split_states}
-        written, written_specs, mask = [], [], []
-        for state in entry.out_states:
+        in_specs = [specs[id(s)] for s in trace.in_states]
+        split_positions = tuple(k for k, spec in enumerate(in_specs) if spec == _SPLIT)
+        split_ids = {id(trace.in_states[k]) for k in split_positions}
+        written_specs, mask = [], []
+        for state in trace.out_states:
             if id(state) in split_ids:
                 mask.append(False)
                 continue
@@ -292,62 +307,76 @@ class ShardMapFunction(StatefulFunction):
             for leaf in jax.tree.leaves(state._value):
                 self._per_shard_aval(jax.typeof(leaf), spec, f"{state.describe()} (state_out_specs)")
             mask.append(True)
-            written.append(state)
             written_specs.append(spec)
-        plan = ShardPlan(
-            in_specs=[s if isinstance(s, PartitionSpec) else _REPLICATED for s in in_specs],  # _SPLIT -> replicated
-            leaf_specs=list(ctx.leaf_specs),
+        created_avals = trace.closed_jaxpr.out_avals[trace.n_out_leaves :]
+        first = sum(d.num_leaves for d in trace.out_state_defs[: len(trace.out_states)])
+        for state, treedef in zip(trace.created_states, trace.out_state_defs[len(trace.out_states) :], strict=True):
+            # A new state: as state_out_specs says, else concatenated along its first
+            # dimension over the mesh axes its value varies over (replicated if none).
+            spec = self._state_spec(state, self._out_rules, ctx.paths)
+            if spec is None:
+                spec = self._created_spec(state, created_avals[first : first + treedef.num_leaves])
+            written_specs.append(spec)
+            first += treedef.num_leaves
+        placed_specs = tuple(s if isinstance(s, PartitionSpec) else _REPLICATED for s in in_specs)  # split: replicated
+        return ShardInfo(
+            in_specs=placed_specs,
+            leaf_specs=tuple(ctx.leaf_specs),
             split_positions=split_positions,
-            written_mask=mask,
-            written_specs=written_specs,
+            written_mask=tuple(mask),
+            written_specs=tuple(written_specs),
+            state_shardings=tuple(NamedSharding(self.mesh, s) for s in placed_specs),
+            leaf_shardings=tuple(NamedSharding(self.mesh, s) for s in ctx.leaf_specs),
         )
-        plan.state_shardings = [NamedSharding(self.mesh, s) for s in plan.in_specs]
-        plan.leaf_shardings = [NamedSharding(self.mesh, s) for s in plan.leaf_specs]
-        entry.plan = plan
-        entry.write_back = written + split_states
-        entry.prepare = self._placer(entry)
-        if split_positions:
-            num_shards = self.mesh.size
 
-            def advance_on_failure(values: list[Any]) -> None:
-                advance_keys(split_states, [values[k] for k in split_positions], num_shards)
+    def _created_spec(self, state: State[Any], avals: Sequence[Any]) -> PartitionSpec:
+        """The out spec of a state created inside the function and named by no rule."""
+        varying: set[Any] = set()
+        for aval in avals:
+            kind = mesh_type(aval)
+            if kind is not None:
+                varying.update(kind[1])
+        if not varying:
+            return _REPLICATED
+        axes = tuple(name for name in self.mesh.axis_names if name in varying)
+        if any(len(aval.shape) == 0 for aval in avals):
+            raise ValueError(
+                f"{self.name}: {state.describe()} is created with a scalar value that differs between "
+                f"shards (it varies over mesh axes {axes}), so it has no dimension to put the shards "
+                "side by side. Name it in state_out_specs, or give it a leading dimension."
+            )
+        return PartitionSpec(axes[0] if len(axes) == 1 else axes)
 
-            entry.on_failure = advance_on_failure
-
-    def _runs_on_several_devices(self, entry: TracedCall) -> bool:
+    def _runs_on_several_devices(self, trace: Trace, info: ShardInfo) -> bool:
         return self.mesh.size > 1
 
     # ------------------------------------------------------------------ compiling and calling
-    def _compile(self, entry: TracedCall) -> Callable[..., Any]:
-        plan: ShardPlan = entry.plan
-        run = jex_core.jaxpr_as_fun(entry.closed_jaxpr)
-        n_out = entry.n_out_leaves
-        out_treedef = entry.out_treedef
-        out_defs = [jax.tree.structure(s._value) for s in entry.out_states]
-        split_positions = plan.split_positions
-        mask = plan.written_mask
+    def _compile(self, trace: Trace, info: ShardInfo) -> Program:
+        evaluate = jaxpr_evaluator(trace)
+        split_positions = info.split_positions
+        split_states = tuple(trace.in_states[k] for k in split_positions)
+        mask = info.written_mask
         axis_names = tuple(self.mesh.axis_names)
         num_shards = self.mesh.size
 
         def shard(state_values: list[Any], *dyn_leaves: Any) -> tuple[Any, list[Any], list[Any]]:
             # Replays the jaxpr traced inside shard_map: its values have the same
             # varying-axes types here, so check_vma accepts it unchanged.
-            values, next_keys = give_lanes_their_keys(state_values, split_positions, num_shards, axis_names)
-            flat = run(*jax.tree.leaves(values), *dyn_leaves)
-            out = jax.tree.unflatten(out_treedef, flat[:n_out])
-            written = [v for v, keep in zip(unflatten_states(out_defs, flat[n_out:]), mask, strict=True) if keep]
-            return out, written, next_keys
+            values, next_values = split_inside_lane(split_states, state_values, split_positions, num_shards, axis_names)
+            out, written, created = evaluate(values, dyn_leaves)
+            kept = [v for v, keep in zip(written, mask, strict=True) if keep]
+            return out, kept + created, next_values
 
         mapped = jax.shard_map(
             shard,
             mesh=self.mesh,
-            in_specs=(plan.in_specs, *plan.leaf_specs),
-            out_specs=(self.out_specs, plan.written_specs, [_REPLICATED] * len(split_positions)),
+            in_specs=(list(info.in_specs), *info.leaf_specs),
+            out_specs=(self.out_specs, list(info.written_specs), [_REPLICATED] * len(split_positions)),
             check_vma=self.check_vma,
         )
-        state_shardings, leaf_shardings = plan.state_shardings, plan.leaf_shardings
+        state_shardings, leaf_shardings = info.state_shardings, info.leaf_shardings
         explicit = any(t == jax.sharding.AxisType.Explicit for t in self.mesh.axis_types)
-        merge = merger(entry)
+        merge = merger(trace)
 
         def program(rw: list[Any], ro: list[Any], *dyn_leaves: Any) -> tuple[Any, list[Any]]:
             state_values = merge(rw, ro)
@@ -356,98 +385,66 @@ class ShardMapFunction(StatefulFunction):
                 # the layout the specs ask for (a no-op when they are already there).
                 state_values = [jax.reshard(v, s) for v, s in zip(state_values, state_shardings, strict=True)]
                 dyn_leaves = tuple(jax.reshard(x, s) for x, s in zip(dyn_leaves, leaf_shardings, strict=True))
-            out, written, next_keys = mapped(state_values, *dyn_leaves)
-            return out, written + next_keys
+            out, written, next_values = mapped(state_values, *dyn_leaves)
+            return out, written + next_values
 
-        return jax.jit(program)
+        on_failure = None
+        if split_positions:
 
-    def _placer(self, entry: TracedCall) -> Callable[[list[Any], list[Any]], tuple[list[Any], list[Any]]]:
-        plan: ShardPlan = entry.plan
-        state_shardings, leaf_shardings = plan.state_shardings, plan.leaf_shardings
-        in_states = entry.in_states
+            def on_failure(values: list[Any]) -> None:
+                advance_after_failure(split_states, [values[k] for k in split_positions], num_shards)
 
-        several_processes = jax.process_count() > 1
-
-        def place(values: list[Any], leaves: list[Any]) -> tuple[list[Any], list[Any]]:
-            if several_processes:
-                # On a mesh that spans processes every input must be a global array with
-                # the mesh's sharding (in one process jit moves data itself).
-                values = [_put(v, s) for v, s in zip(values, state_shardings, strict=True)]
-                leaves = [_put(x, s) for x, s in zip(leaves, leaf_shardings, strict=True)]
-            elif not active_trace_stacks():
-                # Keep state values on the mesh with their specs' shardings: written states
-                # come back placed, and read-only ones are stored placed, so the compiled
-                # program is not retraced for a new input sharding (e.g. after the user
-                # assigns a fresh array to a state).
-                for k, (value, sharding) in enumerate(zip(values, state_shardings, strict=True)):
-                    if type(value) is _ArrayImpl and value.sharding == sharding:
-                        continue  # already placed: the common case
-                    placed = _put(value, sharding)
-                    if placed is not value:
-                        values[k] = placed
-                        in_states[k].restore_value(placed)
-            return values, leaves
-
-        return place
+        lane_written = tuple(s for s, keep in zip(trace.out_states, mask, strict=True) if keep)
+        return Program(
+            run=jax.jit(program),
+            write_back=lane_written + trace.created_states + split_states,
+            on_failure=on_failure,
+            prepare=_placer(trace.in_states, state_shardings, leaf_shardings),
+        )
 
 
-def _replicated_state_hint(err: BaseException, undeclared: Any, axis_sizes: tuple[int, ...]) -> str | None:
-    """Explain a shape clash caused by a state that is replicated because no spec names it.
+def _placer(
+    in_states: tuple[State[Any], ...],
+    state_shardings: tuple[NamedSharding, ...],
+    leaf_shardings: tuple[NamedSharding, ...],
+) -> Callable[[list[Any], list[Any]], tuple[list[Any], list[Any]]]:
+    """``Program.prepare``: put the input values where the program expects them.
 
-    Only a state that could be split over a mesh axis (a dimension divisible by
-    the axis size) is named: a small replicated parameter is rarely the culprit.
+    In one process the state values are kept on the mesh with their specs'
+    shardings (written states come back placed, read-only ones are stored placed),
+    so the program is not compiled again for a new input layout. On a mesh that
+    spans processes every input must be a global array with the mesh's sharding.
     """
-    message = str(err)
-    if not isinstance(err, TypeError) or "incompatible shapes" not in message:
-        return None
+    if jax.process_count() == 1:
+        return input_placer(in_states, state_shardings)
+
+    def place(values: list[Any], leaves: list[Any]) -> tuple[list[Any], list[Any]]:
+        values = [place_value(v, s) for v, s in zip(values, state_shardings, strict=True)]
+        leaves = [place_value(x, s) for x, s in zip(leaves, leaf_shardings, strict=True)]
+        return values, leaves
+
+    return place
+
+
+def _replicated_states_note(undeclared: Any, axis_sizes: tuple[int, ...]) -> str | None:
+    """A note for an error raised while tracing: the states every shard sees whole.
+
+    Only states that could be split over a mesh axis (a dimension divisible by the
+    axis size) are named: a small replicated parameter is rarely the culprit.
+    """
+    named = []
     for state in undeclared:
         leaf_shapes = [tuple(getattr(x, "shape", ())) for x in jax.tree.leaves(state._value)]
-        if not any(d % n == 0 for shape in leaf_shapes for d in shape for n in axis_sizes if n > 1):
-            continue
-        shapes = {str(shape) for shape in leaf_shapes}
-        if any(shape in message for shape in shapes if shape != "()"):
-            return (
-                f"{state.describe()} is not named in state_in_specs, so every shard sees its "
-                f"whole value ({', '.join(sorted(shapes))}), which clashes with the per-shard "
-                f"data ({message.rstrip('.')}). Shard it like the data, e.g. "
-                "state_in_specs={state: P('x')}, or reshape the value."
-            )
-    return None
-
-
-def _placed(x: Any, sharding: NamedSharding) -> bool:
-    """True if ``x`` already lies on ``sharding`` (``P()`` and ``P(None, None)`` are the same layout)."""
-    current = getattr(x, "sharding", None)
-    if current is None:
-        return False
-    return current == sharding or current.is_equivalent_to(sharding, jax.numpy.ndim(x))
-
-
-def _put(value: Any, sharding: NamedSharding) -> Any:
-    """``value`` with every leaf on ``sharding``; ``value`` itself when nothing moved."""
-    leaves, treedef = jax.tree.flatten(value)
-    if all(isinstance(x, jax.core.Tracer) or _placed(x, sharding) for x in leaves):
-        return value
-    with jax.ensure_compile_time_eval():  # concrete even under a plain jax.jit
-        if jax.process_count() == 1:
-            moved = [x if isinstance(x, jax.core.Tracer) else jax.device_put(x, sharding) for x in leaves]
-        else:
-            moved = [
-                x
-                if isinstance(x, jax.core.Tracer) or _placed(x, sharding)
-                # A global array (say, a program's output) is resharded; a local value is
-                # cut into this process's shards.
-                else jax.device_put(x, sharding)
-                if isinstance(x, jax.Array) and not x.is_fully_addressable
-                else jax.make_array_from_callback(jax.numpy.shape(x), sharding, functools.partial(_local_shard, x))
-                for x in leaves
-            ]
-    return jax.tree.unflatten(treedef, moved)
-
-
-def _local_shard(value: Any, index: Any) -> jax.Array:
-    """The block of ``value`` at ``index`` (a tuple of slices) as this process's shard."""
-    return jax.numpy.asarray(value)[index]
+        if any(d % n == 0 for shape in leaf_shapes for d in shape for n in axis_sizes if n > 1):
+            shapes = ", ".join(sorted({str(shape) for shape in leaf_shapes}))
+            named.append(f"{state.describe()} ({shapes})")
+    if not named:
+        return None
+    return (
+        "shard_map: these states are not named in state_in_specs, so every shard sees their "
+        f"whole value: {'; '.join(named)}. If the error above is a shape clash with the per-shard "
+        "data, shard them like the data, e.g. state_in_specs={state: P('x')}."
+    )
 
 
 def shard_map(

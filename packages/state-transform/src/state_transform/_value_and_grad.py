@@ -9,11 +9,10 @@ from typing import Any, ClassVar, overload
 import jax
 
 from state_core import State
-from state_core.engine import TracedCall, unflatten_states
+from state_core.engine import IdentityRef, jaxpr_evaluator
 
+from ._control_flow import Carry, ControlFlow
 from ._grad import grad
-from ._loop_program import LoopProgram, StatePlan, evaluator, run_program
-from ._traced_body import TracedBody, signature_key
 
 __all__ = ["value_and_grad", "ValueAndGradFunction", "jacrev", "jacfwd", "hessian", "JacobianFunction"]
 
@@ -99,7 +98,7 @@ def value_and_grad(
     return ValueAndGradFunction(fun, grad_states, argnums, has_aux)
 
 
-class JacobianFunction:
+class JacobianFunction(ControlFlow):
     """The callable ``jacrev`` / ``jacfwd`` / ``hessian`` return.
 
     Differentiates ``fun`` (which may read and write States) with respect to
@@ -107,6 +106,15 @@ class JacobianFunction:
     ``jax`` transformation applied to the traced program. The result mirrors
     ``grad``: state part, argument part, or ``(state part, argument part)``;
     then ``value`` (if ``return_value``) and ``aux`` (if ``has_aux``).
+
+    Args:
+        fun: the function to differentiate.
+        grad_states: a State or a list/tuple/dict of States to differentiate with respect to.
+        argnums: positional argument(s) to differentiate with respect to (default 0
+            when ``grad_states`` is None).
+        has_aux: ``fun`` returns ``(value, aux)``.
+        return_value: also return the value.
+        mode: ``'rev'`` (``jax.jacrev``), ``'fwd'`` (``jax.jacfwd``) or ``'hessian'``.
 
     Example:
         >>> import jax.numpy as jnp
@@ -145,64 +153,50 @@ class JacobianFunction:
                 )
         if argnums is None and grad_states is None:
             argnums = 0
+        if isinstance(argnums, list):
+            argnums = tuple(argnums)
+        params = (mode, self._state_treedef, tuple(IdentityRef(s) for s in states), argnums, has_aux, return_value)
+        super().__init__([fun], ["fun"], mode, params)
         self.grad_states = grad_states
         self._states = states
         self.argnums = argnums
         self.has_aux = has_aux
         self.return_value = return_value
         self.mode = mode
-        self._body = TracedBody(fun, getattr(fun, "__name__", None) or type(fun).__name__)
+        self.name = getattr(fun, "__name__", None) or type(fun).__name__
         functools.update_wrapper(self, fun, updated=())
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        body = self._body
-
-        def trace() -> list[TracedCall]:
-            return [body.sf.trace(*args, **kwargs)]
-
-        params = (self.mode, len(args))
-        key = signature_key(params, (args, kwargs))
-        return run_program([body], trace, params, self._build, (args, kwargs), self.mode, key)
-
-    def _build(self, calls: Sequence[TracedCall]) -> LoopProgram:
-        (call,) = calls
-        plan = StatePlan([call], [call])
-        run = evaluator(call)
-        n_out = call.n_out_leaves
-        out_defs = [jax.tree.structure(s._value) for s in call.out_states]
-        where = {id(s): k for k, s in enumerate(call.in_states)}
-        positions = [plan.position(s) for s in call.in_states]
+    def _run(self, *args: Any, **kwargs: Any) -> Any:
+        body = self.trace_body(0, args, kwargs)
+        carry = Carry([body], [body])
+        carried, invariant = carry.read()
+        evaluate = jaxpr_evaluator(body)
+        values = carry.inputs_of(body)(carried, invariant)
+        where = {id(s): k for k, s in enumerate(body.in_states)}
         grad_at = [where.get(id(s)) for s in self._states]
+        # A grad state the function never reads has a zero derivative: its value is only a placeholder.
+        current = [values[k] if k is not None else s.value for k, s in zip(grad_at, self._states, strict=True)]
         argnums = self.argnums
         arg_tuple = () if argnums is None else ((argnums,) if isinstance(argnums, int) else tuple(argnums))
         has_aux, transform = self.has_aux, self._TRANSFORMS[self.mode]
 
-        def program(
-            carried: list[Any], invariant: list[Any], args: tuple[Any, ...], kwargs: dict[str, Any]
-        ) -> tuple[Any, list[Any]]:
-            plan.check_stale([call], carried, invariant)
-            values = [carried[k] if c else invariant[k] for c, k in positions]
-            current = [values[k] if k is not None else s._value for k, s in zip(grad_at, self._states, strict=True)]
+        def objective(g_values: list[Any], d_args: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:
+            vals = list(values)
+            for k, v in zip(grad_at, g_values, strict=True):
+                if k is not None:
+                    vals[k] = v
+            full = list(args)
+            for i, a in zip(arg_tuple, d_args, strict=True):
+                full[i] = a
+            out, written, _ = evaluate(vals, jax.tree.leaves((tuple(full), kwargs)))
+            value, aux = out if has_aux else (out, None)
+            return value, (value, aux, written)
 
-            def objective(g_values: list[Any], d_args: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:
-                vals = list(values)
-                for k, v in zip(grad_at, g_values, strict=True):
-                    if k is not None:
-                        vals[k] = v
-                full = list(args)
-                for i, a in zip(arg_tuple, d_args, strict=True):
-                    full[i] = a
-                flat = run(*jax.tree.leaves(vals), *jax.tree.leaves((tuple(full), kwargs)))
-                out = jax.tree.unflatten(call.out_treedef, flat[:n_out])
-                value, aux = out if has_aux else (out, None)
-                return value, (value, aux, unflatten_states(out_defs, flat[n_out:]))
-
-            diff_args = tuple(args[i] for i in arg_tuple)
-            wrt = (0, 1) if (self.grad_states is not None and arg_tuple) else (0 if arg_tuple == () else 1)
-            derivative, (value, aux, written) = transform(objective, argnums=wrt, has_aux=True)(current, diff_args)
-            return self._assemble(derivative, value, aux), written
-
-        return LoopProgram(jax.jit(program), plan, calls)
+        diff_args = tuple(args[i] for i in arg_tuple)
+        wrt = (0, 1) if (self.grad_states is not None and arg_tuple) else (0 if arg_tuple == () else 1)
+        derivative, (value, aux, written) = transform(objective, argnums=wrt, has_aux=True)(current, diff_args)
+        carry.write(carry.outputs(body, written, carried))
+        return self._assemble(derivative, value, aux)
 
     def _assemble(self, derivative: Any, value: Any, aux: Any) -> Any:
         single_arg = isinstance(self.argnums, int)

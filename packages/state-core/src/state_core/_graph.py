@@ -1,0 +1,255 @@
+"""The one walk over Python object graphs, and what engines learn from it.
+
+``walk_graph`` visits an object graph (objects' attributes in definition order,
+list and tuple items, dict items) iteratively, so a chain of thousands of nested
+modules is fine. ``collect_states``, ``Module`` (its submodules and hook order) and
+the engines' object-graph checks are all built on it.
+
+An engine traces a function once and replays the program later. If the objects the
+function reaches now hold other States than at trace time (``init_all_states``
+made new ones), the program would write to detached States: ``GraphSnapshot``
+records what the trace saw and ``graph_roots`` says where to look.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import types
+from collections.abc import Callable, Hashable, Iterator
+from typing import Any
+
+import jax
+import numpy as np
+
+from ._state import State
+
+__all__ = ["walk_graph", "graph_states", "graph_roots", "GraphSnapshot", "snapshot_graph"]
+
+Path = tuple[Hashable, ...]
+
+# Leaves of the walk: never entered (they hold no States, and some are huge).
+OPAQUE = (
+    str,
+    bytes,
+    int,
+    float,
+    complex,
+    bool,
+    type(None),
+    type,
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.MethodType,
+    types.ModuleType,
+    types.CodeType,
+    np.ndarray,
+    np.generic,
+    jax.Array,
+)
+
+
+def _children(obj: Any, path: Path) -> Iterator[tuple[Path, Any]]:
+    """``(path, child)`` for the items of a container or the attributes of an object."""
+    if isinstance(obj, dict):
+        items: Any = obj.items()
+    elif isinstance(obj, (list, tuple)):
+        items = enumerate(obj)
+    else:
+        attrs = getattr(obj, "__dict__", None)
+        if attrs is None:
+            return
+        items = attrs.items()
+    for key, child in items:
+        yield (*path, key), child
+
+
+def walk_graph(
+    root: Any,
+    enter: Callable[[Any], bool] | None = None,
+    *,
+    post_order: bool = False,
+    root_path: Path = (),
+) -> Iterator[tuple[Path, Any]]:
+    """Every object reachable from ``root``, once each, as ``(path, object)``.
+
+    Paths are tuples of attribute names, dict keys and list indices from ``root``.
+    States and the leaf types of ``OPAQUE`` (arrays, numbers, functions, classes,
+    modules) are yielded but not entered; ``enter(obj)`` may refuse to enter other
+    objects too (they are still yielded). Each object is yielded once, under the
+    first path found (depth-first). ``post_order=True`` yields an object after
+    everything below it (children before parents).
+
+    Example:
+        >>> from state_core.engine import walk_graph
+        >>> tree = {'a': [1, 2], 'b': {'c': 3}}
+        >>> [p for p, _ in walk_graph(tree) if p]
+        [('a',), ('a', 0), ('a', 1), ('b',), ('b', 'c')]
+        >>> [p for p, _ in walk_graph(tree, post_order=True) if p][:3]
+        [('a', 0), ('a', 1), ('a',)]
+    """
+    seen: set[int] = {id(root)}
+    # An explicit stack of (object, path, child iterator): the order of a recursive
+    # walk without Python's recursion limit.
+    if not post_order:
+        yield root_path, root
+    if _enterable(root, enter):
+        pending: list[tuple[Any, Path, Iterator[tuple[Path, Any]]]] = [(root, root_path, _children(root, root_path))]
+    else:
+        pending = []
+    while pending:
+        owner, owner_path, children = pending[-1]
+        item = next(children, None)
+        if item is None:
+            pending.pop()
+            if post_order:
+                yield owner_path, owner
+            continue
+        path, obj = item
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if _enterable(obj, enter):
+            if not post_order:
+                yield path, obj
+            pending.append((obj, path, _children(obj, path)))
+        else:
+            yield path, obj
+    if post_order and not _enterable(root, enter):
+        yield root_path, root
+
+
+def _enterable(obj: Any, enter: Callable[[Any], bool] | None) -> bool:
+    if isinstance(obj, (State, *OPAQUE)):
+        return False
+    return enter is None or enter(obj)
+
+
+def graph_states(*roots: Any) -> dict[Path, State[Any]]:
+    """``path -> State`` for every State reachable from ``roots`` (first path wins).
+
+    With one root, paths start at it; with several, each path starts with the
+    root's index.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from state_core import State
+        >>> from state_core.engine import graph_states
+        >>> s = State(jnp.zeros(1))
+        >>> list(graph_states({'a': [s], 'b': s}))
+        [('a', 0)]
+    """
+    found: dict[Path, State[Any]] = {}
+    seen: set[int] = set()
+    root: Any = roots[0] if len(roots) == 1 else list(roots)
+    for path, obj in walk_graph(root):
+        if isinstance(obj, State) and id(obj) not in seen:
+            seen.add(id(obj))
+            found[path] = obj
+    return found
+
+
+def graph_roots(fun: Any) -> list[Any]:
+    """The objects whose attributes ``fun`` can reach: where its States live.
+
+    A bound method's owner; a callable object itself; for a plain function the
+    objects its closure captured and the module-level objects its code names
+    (``model`` in ``def step(): model.update()``); for ``functools.partial`` its
+    function's roots and its arguments; an object that names its own roots with
+    ``__graph_roots__()`` (state-aware transformations do) gives those.
+
+    Example:
+        >>> from state_core.engine import graph_roots
+        >>> class Net:
+        ...     def step(self): pass
+        >>> net = Net()
+        >>> graph_roots(net.step) == [net]
+        True
+    """
+    own = getattr(fun, "__graph_roots__", None)
+    if own is not None and not isinstance(fun, type):
+        return list(own())
+    if isinstance(fun, types.MethodType):
+        return [fun.__self__]
+    if isinstance(fun, functools.partial):
+        return [*graph_roots(fun.func), *fun.args, *fun.keywords.values()]
+    if isinstance(fun, types.FunctionType):
+        roots = [c.cell_contents for c in (fun.__closure__ or ()) if _cell_is_set(c)]
+        roots.extend(_named_globals(fun))
+        return roots
+    if hasattr(fun, "__dict__") and not isinstance(fun, type):
+        return [fun]
+    return []
+
+
+def _named_globals(fun: types.FunctionType) -> list[Any]:
+    """Module-level objects (not modules, classes or functions) that ``fun``'s code names."""
+    names: set[str] = set()
+    codes = [fun.__code__]
+    while codes:  # the function's code and the code of lambdas / comprehensions inside it
+        code = codes.pop()
+        names.update(code.co_names)
+        codes.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+    namespace = fun.__globals__
+    found = []
+    for name in sorted(names):
+        obj = namespace.get(name, _MISSING)
+        if obj is not _MISSING and not isinstance(obj, OPAQUE):
+            found.append(obj)
+    return found
+
+
+_MISSING = object()
+
+
+def _cell_is_set(cell: Any) -> bool:
+    try:
+        _ = cell.cell_contents  # reading it is the test
+    except ValueError:  # a closure variable that is not bound yet
+        return False
+    return True
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GraphSnapshot:
+    """What a trace saw of the object graph around its function.
+
+    Attributes:
+        paths: every path that held a State before the trace ran.
+        used: ``(path, state)`` for the States the trace used that the graph held then.
+
+    ``unchanged(now)`` is True while every used State is still at its path and no
+    State appeared at a new path (a function that creates a State on its first call
+    behaves differently on the next one: it must be traced again).
+    """
+
+    paths: frozenset[Path]
+    used: tuple[tuple[Path, State[Any]], ...]
+
+    def unchanged(self, now: dict[Path, State[Any]]) -> bool:
+        for path, state in self.used:
+            if now.get(path) is not state:
+                return False
+        return now.keys() <= self.paths
+
+
+def snapshot_graph(before: dict[Path, State[Any]], used: list[State[Any]] | tuple[State[Any], ...]) -> GraphSnapshot:
+    """The ``GraphSnapshot`` of a trace that used ``used``, given the graph ``before`` it ran.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from state_core import State
+        >>> from state_core.engine import graph_states, snapshot_graph
+        >>> net = {'w': State(jnp.ones(2))}
+        >>> snap = snapshot_graph(graph_states(net), [net['w']])
+        >>> snap.unchanged(graph_states(net))
+        True
+        >>> net['w'] = State(jnp.ones(2))       # re-created: the trace used the old one
+        >>> snap.unchanged(graph_states(net))
+        False
+    """
+    ids = {id(s) for s in used}
+    return GraphSnapshot(
+        paths=frozenset(before),
+        used=tuple((path, s) for path, s in before.items() if id(s) in ids),
+    )

@@ -1,0 +1,233 @@
+"""The records of the one pipeline: a ``Trace`` of a call, the ``Program`` compiled from it.
+
+    call -> signature -> cache -> miss: trace once -> Trace
+                                         -> the transform's strategy compiles it -> Program
+                               -> replay: check, read, run once, write back all or nothing
+
+Both records are frozen: a strategy reads a ``Trace`` and returns a new ``Program``,
+it never changes either. ``CacheEntry`` holds the pair plus the little that changes
+from call to call (the reference avals of the identity shortcut, the object-graph
+check, the least-recently-used stamp).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, Generic, TypeVar
+
+import jax.extend.core as jex_core
+
+from ._graph import GraphSnapshot
+from ._state import State
+
+__all__ = ["Trace", "Program", "CacheEntry", "jaxpr_evaluator"]
+
+InfoT = TypeVar("InfoT")
+
+
+@dataclasses.dataclass(frozen=True, eq=False, slots=True)
+class Trace:
+    """One run of a user function under a JAX trace: what it read, wrote and returned.
+
+    Attributes:
+        key: the cache key of the call signature (``get_arg_cache_key``).
+        closed_jaxpr: ``(input state leaves..., dynamic argument leaves...) ->
+            (output leaves..., written state leaves..., created state leaves...)``.
+        in_states: states whose values are inputs (read before any write), in read order.
+        in_state_avals: per input state, the ``(shape, dtype, weak_type)`` of its leaves.
+        state_sigs: per input state, its ``state_signature`` (what a replay checks).
+        out_states: states that were written, in first-access order.
+        created_states: states created during the trace that hold traced values at its
+            end; their final values are outputs too, so they come out concrete.
+        states: every state accessed, in first-access order.
+        read_only_states: states read and never written.
+        out_treedef: the structure of the function's return value.
+        out_shapes: ``jax.ShapeDtypeStruct`` tree of the return value.
+        n_out_leaves: how many leaves the return value has.
+        dyn_treedef: the structure of the dynamic ``(args, kwargs)``.
+        n_args: how many positional arguments the call had (static ones included).
+        cacheable: False when the jaxpr closes over tracers of an enclosing trace
+            (such a program is valid for this one call only).
+        context: the ``trace_context()`` it was traced in.
+    """
+
+    key: Hashable
+    closed_jaxpr: Any
+    in_states: tuple[State[Any], ...]
+    in_state_avals: tuple[tuple[Any, ...], ...]
+    state_sigs: tuple[Any, ...]
+    out_states: tuple[State[Any], ...]
+    created_states: tuple[State[Any], ...]
+    states: tuple[State[Any], ...]
+    read_only_states: tuple[State[Any], ...]
+    out_treedef: Any
+    out_shapes: Any
+    n_out_leaves: int
+    out_state_defs: tuple[Any, ...]
+    dyn_treedef: Any
+    n_args: int
+    cacheable: bool
+    context: Hashable
+
+    @property
+    def write_states(self) -> tuple[State[Any], ...]:
+        """The states the program gives new values for: written ones, then created ones."""
+        return self.out_states + self.created_states
+
+    @property
+    def rw_index(self) -> tuple[int, ...]:
+        """Positions in ``in_states`` of the states the program also writes."""
+        written = {id(s) for s in self.out_states}
+        return tuple(k for k, s in enumerate(self.in_states) if id(s) in written)
+
+    @property
+    def ro_index(self) -> tuple[int, ...]:
+        """Positions in ``in_states`` of the states the program only reads."""
+        written = {id(s) for s in self.out_states}
+        return tuple(k for k, s in enumerate(self.in_states) if id(s) not in written)
+
+    def split_values(self, values: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+        """``values`` (one per input state) as ``(written-state values, read-only values)``."""
+        return [values[k] for k in self.rw_index], [values[k] for k in self.ro_index]
+
+    def merge_values(self, rw: Sequence[Any], ro: Sequence[Any]) -> list[Any]:
+        """Inverse of ``split_values``: one value per input state, in ``in_states`` order."""
+        return merger(self)(rw, ro)
+
+    def __repr__(self) -> str:
+        return (
+            f"Trace(in_states={len(self.in_states)}, out_states={len(self.out_states)}, "
+            f"created_states={len(self.created_states)}, n_out_leaves={self.n_out_leaves})"
+        )
+
+
+def merger(trace: Trace) -> Callable[[Sequence[Any], Sequence[Any]], list[Any]]:
+    """``trace.merge_values`` as a function that does not refer to ``trace``.
+
+    Compiled programs use it: a program that referred to its own trace would keep
+    an evicted entry alive until a full garbage collection.
+    """
+    rw_index, ro_index = trace.rw_index, trace.ro_index
+
+    def merge(rw: Sequence[Any], ro: Sequence[Any]) -> list[Any]:
+        merged: list[Any] = [None] * (len(rw) + len(ro))
+        for i, v in zip(rw_index, rw):  # noqa: B905  # hot path; lengths fixed at trace time
+            merged[i] = v
+        for i, v in zip(ro_index, ro):  # noqa: B905  # hot path; lengths fixed at trace time
+            merged[i] = v
+        return merged
+
+    return merge
+
+
+def jaxpr_evaluator(trace: Trace) -> Callable[[Sequence[Any], Sequence[Any]], tuple[Any, list[Any], list[Any]]]:
+    """``evaluate(state_values, dyn_leaves) -> (output, written values, created values)``.
+
+    The one evaluation of a traced jaxpr: ``state_values`` holds one value (a pytree)
+    per input state, ``dyn_leaves`` the dynamic argument leaves. Every strategy builds
+    its program around it (under ``jax.jit``, ``jax.vmap``, ``lax.scan`` ...). The
+    function does not refer to ``trace``.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from state_core import State, StatefulFunction
+        >>> from state_core.engine import jaxpr_evaluator
+        >>> s = State(jnp.ones(2))
+        >>> def f(x):
+        ...     s.value = s.value + x
+        ...     return x * 2
+        >>> trace = StatefulFunction(f).trace(1.0)
+        >>> jaxpr_evaluator(trace)([jnp.zeros(2)], [3.0])
+        (Array(6., dtype=float32, weak_type=True), [Array([3., 3.], dtype=float32)], [])
+    """
+    import jax
+
+    run = jex_core.jaxpr_as_fun(trace.closed_jaxpr)
+    n_out = trace.n_out_leaves
+    out_treedef = trace.out_treedef
+    defs = trace.out_state_defs
+    n_written = len(trace.out_states)
+    leaves_of = jax.tree.leaves
+    unflatten = jax.tree.unflatten
+
+    def evaluate(state_values: Sequence[Any], dyn_leaves: Sequence[Any]) -> tuple[Any, list[Any], list[Any]]:
+        flat = run(*[leaf for v in state_values for leaf in leaves_of(v)], *dyn_leaves)
+        out = unflatten(out_treedef, flat[:n_out])
+        values = []
+        i = n_out
+        for treedef in defs:
+            n = treedef.num_leaves
+            values.append(unflatten(treedef, flat[i : i + n]))
+            i += n
+        return out, values[:n_written], values[n_written:]
+
+    return evaluate
+
+
+@dataclasses.dataclass(frozen=True, eq=False, slots=True)
+class Program:
+    """A compiled program for one ``Trace``, as a transform's strategy built it.
+
+    Attributes:
+        run: ``(written state values, read-only state values, *dynamic leaves) ->
+            (output, new values for write_back)``, usually a ``jax.jit`` function
+            (compiled at its first call).
+        write_back: the states that receive the new values, in order.
+        eager: the same computation without ``jax.jit`` (runs op by op, no XLA compile),
+            used for the first call of a program when compiling would cost more than
+            running it; None when the program must always be compiled.
+        block: wait for the results before writing them back (the program may fail
+            after dispatch: it calls back into Python or spans several devices).
+        on_failure: called with the input state values (in ``in_states`` order) when
+            the program raises; random keys advance there.
+        prepare: ``(values, leaves) -> (values, leaves)`` before the run (places inputs
+            on the devices the program expects).
+        lane_split: whether some input state is split into one value per lane (kept for
+            introspection).
+    """
+
+    run: Callable[..., Any]
+    write_back: tuple[State[Any], ...]
+    eager: Callable[..., Any] | None = None
+    block: bool = False
+    on_failure: Callable[[list[Any]], None] | None = None
+    prepare: Callable[[list[Any], list[Any]], tuple[list[Any], list[Any]]] | None = None
+
+
+class CacheEntry(Generic[InfoT]):
+    """A cached ``(Trace, strategy info, Program)`` and what a replay updates.
+
+    Attributes:
+        trace: the frozen ``Trace``.
+        info: what the transform's strategy decided about the trace (its own frozen type).
+        program: the frozen ``Program``.
+        graph: the ``GraphSnapshot`` of the object graph around the function, or None.
+        graph_generation: the State-creation count at the last graph check.
+        runner: the closure that runs the program (``program_runner``).
+        ref_avals: the avals of the input state values at the last successful check
+            (the identity shortcut of ``values_unchanged``), or None.
+        last_used: the least-recently-used stamp.
+    """
+
+    __slots__ = ("trace", "info", "program", "graph", "graph_generation", "runner", "ref_avals", "last_used")
+
+    def __init__(
+        self, trace: Trace, info: InfoT, program: Program, graph: GraphSnapshot | None, generation: int
+    ) -> None:
+        self.trace = trace
+        self.info = info
+        self.program = program
+        self.graph = graph
+        self.graph_generation = generation
+        self.runner: Callable[..., Any] | None = None
+        self.ref_avals: list[Any] | None = None
+        self.last_used = 0
+
+    @property
+    def block(self) -> bool:
+        """Whether the program waits for its results before writing them back."""
+        return self.program.block
+
+    def __repr__(self) -> str:
+        return f"CacheEntry({self.trace!r})"

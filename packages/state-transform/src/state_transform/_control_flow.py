@@ -1,0 +1,227 @@
+"""The strategy of state-aware loops and branches: trace the bodies, build one ``lax`` primitive.
+
+A loop or branch call is a ``StatefulFunction`` whose traced function (``_run``)
+traces the user's body functions once (``trace_body``) and builds the ``lax.scan``
+/ ``lax.while_loop`` / ``lax.cond`` over their jaxprs. Inside that trace the body's
+states are ordinary reads and writes of ``state.value``: states the bodies write
+become loop carries (or branch outputs) and are written once, after the
+primitive; states they only read are passed in once. So the pipeline caches,
+checks, runs and writes back a loop exactly as it does any other program.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from state_core import State, StatefulFunction
+from state_core.engine import (
+    Trace,
+    callable_identity,
+    canonical_signature,
+    frozen,
+    graph_roots,
+    mesh_type,
+)
+
+__all__ = [
+    "ControlFlow",
+    "Carry",
+    "trace_body",
+    "slice_spec",
+    "check_body",
+    "aval_str",
+    "is_concrete",
+    "jit_disabled",
+]
+
+
+def jit_disabled() -> bool:
+    """True inside ``jax.disable_jit()``: loops and branches then run as plain Python, as JAX's own do."""
+    return bool(jax.config.jax_disable_jit)  # type: ignore[attr-defined]  # a config flag JAX's stubs omit
+
+
+def is_concrete(x: Any) -> bool:
+    """True if ``x`` is a value known at trace time (not a tracer of an enclosing transformation)."""
+    return not isinstance(x, jax.core.Tracer)
+
+
+def check_body(fun: Any, what: str) -> None:
+    """Raise ``TypeError`` unless ``fun`` is a callable that is not a State (``what`` names it)."""
+    if isinstance(fun, State):
+        raise TypeError(f"{what} must be a function, got the State {fun.describe()}.")
+    if not callable(fun):
+        raise TypeError(f"{what} must be a callable, got {type(fun).__name__}.")
+
+
+class ControlFlow(StatefulFunction):
+    """One state-aware loop or branch: its body functions, its parameters, its program.
+
+    Subclasses implement ``_run(*args)``, which runs inside the pipeline's trace:
+    it traces the bodies with ``trace_body``, reads the states they use, builds the
+    ``lax`` primitive and writes the carried states. Two calls with bodies that
+    compute the same thing (the same function, or a lambda written in the same
+    place over the same objects) and the same parameters share their programs.
+    """
+
+    __module__ = "state_transform"
+
+    def __init__(self, bodies: Sequence[Callable[..., Any]], names: Sequence[str], who: str, params: Hashable) -> None:
+        for body, name in zip(bodies, names, strict=True):
+            check_body(body, f"{who}: {name}")
+        self.bodies = tuple(bodies)
+        self.body_names = tuple(names)
+        self.who = who
+        self.params = params
+        super().__init__(self._run, name=who)
+
+    def __engine_identity__(self) -> Hashable | None:
+        identities = tuple(callable_identity(b) for b in self.bodies)
+        if any(i is None for i in identities):
+            return None
+        return (type(self), identities, frozen(self.params))
+
+    def __graph_roots__(self) -> list[Any]:
+        return [root for body in self.bodies for root in graph_roots(body)]
+
+    def _run(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+    def trace_body(self, k: int, args: Any, kwargs: dict[str, Any] | None = None) -> Trace:
+        """Trace ``bodies[k]`` with ``args`` (values or ``ShapeDtypeStruct`` leaves)."""
+        return trace_body(self.bodies[k], f"{self.who}: {self.body_names[k]}", args, kwargs or {}, self.who)
+
+
+def trace_body(fun: Callable[..., Any], name: str, args: Any, kwargs: dict[str, Any], who: str) -> Trace:
+    """The ``Trace`` of ``fun(*args, **kwargs)`` (``args``: values or ``ShapeDtypeStruct`` leaves).
+
+    The body is a ``StatefulFunction`` like any other: traced once per signature
+    (a loop of another length or a branch used elsewhere reuses the trace), with
+    its own object-graph check.
+
+    Raises:
+        ValueError: the body creates a State (it would be created anew at every
+            iteration or branch, which a compiled loop cannot do).
+    """
+    trace = StatefulFunction(fun, name=name).trace(*args, **kwargs)
+    if trace.created_states:
+        names = ", ".join(s.describe() for s in trace.created_states)
+        raise ValueError(
+            f"{name} creates {names}. A state made inside a compiled loop or branch would be "
+            f"made anew every time the body runs; create it before the {who} (for example in "
+            "init_state / init_all_states) and only write it inside."
+        )
+    return trace
+
+
+def slice_spec(x: Any) -> jax.ShapeDtypeStruct:
+    """The abstract value of one leading-axis slice of ``x``.
+
+    Inside ``shard_map`` a traced slice keeps the mesh axes ``x`` varies over, so a
+    loop body is traced with the types it runs with (``check_vma``).
+    """
+    aval = jax.typeof(x)
+    if isinstance(x, jax.core.Tracer) and mesh_type(aval) is not None:
+        return jax.eval_shape(lambda v: v[0], x)
+    return jax.ShapeDtypeStruct(aval.shape[1:], aval.dtype, weak_type=aval.weak_type)
+
+
+def _leaf_avals(value: Any) -> tuple[Any, ...]:
+    return tuple(canonical_signature(x) for x in jax.tree.leaves(value))
+
+
+def aval_str(avals: Sequence[tuple[Any, ...]]) -> str:
+    """``float32[3]`` (or a tuple of those), as messages show a value's type."""
+    parts = [f"{jnp.dtype(d).name}[{','.join(map(str, s))}]" for s, d, _ in avals]
+    return parts[0] if len(parts) == 1 else "(" + ", ".join(parts) + ")"
+
+
+class Carry:
+    """Which states a set of body traces carry (write) and which they only read.
+
+    Read the states' values with ``read()`` inside ``_run`` (these are reads of the
+    pipeline's trace), thread ``carried`` through the primitive, and ``write(new)``
+    the final carried values afterwards.
+    """
+
+    def __init__(self, writers: Sequence[Trace], readers: Sequence[Trace]) -> None:
+        carried: list[State[Any]] = []
+        seen: set[int] = set()
+        for trace in writers:
+            for s in trace.out_states:
+                if id(s) not in seen:
+                    seen.add(id(s))
+                    carried.append(s)
+        invariant: list[State[Any]] = []
+        for trace in readers:
+            for s in trace.in_states:
+                if id(s) not in seen:
+                    seen.add(id(s))
+                    invariant.append(s)
+        self.carried = carried
+        self.invariant = invariant
+        self._pos = {id(s): (True, k) for k, s in enumerate(carried)}
+        self._pos.update({id(s): (False, k) for k, s in enumerate(invariant)})
+        self._avals: list[tuple[Any, ...]] = []
+
+    def read(self) -> tuple[list[Any], list[Any]]:
+        """The current values of the carried and the invariant states."""
+        carried = [s.value for s in self.carried]
+        self._avals = [_leaf_avals(v) for v in carried]
+        return carried, [s.value for s in self.invariant]
+
+    def write(self, values: Sequence[Any]) -> None:
+        """Give every carried state its final value."""
+        for state, value in zip(self.carried, values, strict=True):
+            state.value = value
+
+    def inputs_of(self, trace: Trace) -> Callable[[Sequence[Any], Sequence[Any]], list[Any]]:
+        """``(carried values, invariant values) -> one value per input state of trace``."""
+        where = [self._pos[id(s)] for s in trace.in_states]
+
+        def gather(carried: Sequence[Any], invariant: Sequence[Any]) -> list[Any]:
+            return [carried[k] if is_carried else invariant[k] for is_carried, k in where]
+
+        return gather
+
+    def check_avals(self, writers: Sequence[Trace], who: str) -> None:
+        """Every written state keeps its shape and dtype from one iteration (branch) to the next."""
+        pos = {id(s): k for k, s in enumerate(self.carried)}
+        for trace in writers:
+            avals = trace.closed_jaxpr.out_avals[trace.n_out_leaves :]
+            i = 0
+            for s, treedef in zip(trace.out_states, trace.out_state_defs, strict=False):
+                n = treedef.num_leaves
+                after = tuple((a.shape, a.dtype, a.weak_type) for a in avals[i : i + n])
+                i += n
+                before = self._avals[pos[id(s)]]
+                if len(before) != len(after) or any(x[:2] != y[:2] for x, y in zip(before, after, strict=True)):
+                    raise ValueError(
+                        f"{who} writes {s.describe()} with a value of type {aval_str(after)}, but the "
+                        f"state holds {aval_str(before)} before it. A state written inside {who} must "
+                        "keep its shape and dtype: cast or reshape the new value, or resize the state "
+                        "before the call."
+                    )
+
+    def outputs(self, trace: Trace, written: Sequence[Any], carried: Sequence[Any]) -> list[Any]:
+        """The carried values after ``trace`` ran: its writes, the others passed through.
+
+        A written leaf that is strongly typed where the carry is weakly typed (or the
+        other way round) is cast, so the carry keeps one type across iterations.
+        """
+        new = list(carried)
+        pos = {id(s): k for k, s in enumerate(self.carried)}
+        for s, value in zip(trace.out_states, written, strict=True):
+            k = pos[id(s)]
+            leaves, treedef = jax.tree.flatten(value)
+            cast = []
+            for leaf, (_, dtype, weak) in zip(leaves, self._avals[k], strict=True):
+                aval = jax.typeof(leaf)
+                if aval.weak_type != weak and aval.dtype == dtype and not weak:
+                    leaf = jax.lax.convert_element_type(leaf, dtype)
+                cast.append(leaf)
+            new[k] = jax.tree.unflatten(treedef, cast)
+        return new

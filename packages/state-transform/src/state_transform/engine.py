@@ -1,0 +1,54 @@
+"""Building blocks for authors of new state-aware transformations on top of ``state_transform``.
+
+User code does not need this module. Like ``state_core.engine`` it names the
+strategy pieces the transformations here are made of, so a framework can build
+its own on the same pipeline: the mapping strategy's record (``MappingInfo``) and
+program builder, the control-flow strategy (``ControlFlow`` traces body functions
+inside the pipeline's trace and builds one ``lax`` primitive over them, with
+``Carry`` for the states they write and read) and the lane-splitting helpers that
+ask States (``split_across_lanes``) for one value per mapped lane.
+
+Example:
+    A state-aware "apply twice" built on the control-flow strategy:
+
+    >>> import jax.numpy as jnp
+    >>> from state_core import State
+    >>> from state_core.engine import jaxpr_evaluator
+    >>> from state_transform.engine import Carry, ControlFlow
+    >>> class Twice(ControlFlow):
+    ...     def __init__(self, f):
+    ...         super().__init__([f], ['f'], 'twice', ())
+    ...     def _run(self, x):
+    ...         body = self.trace_body(0, (x,))
+    ...         carry = Carry([body], [body])
+    ...         carried, invariant = carry.read()
+    ...         evaluate, gather = jaxpr_evaluator(body), carry.inputs_of(body)
+    ...         for _ in range(2):
+    ...             x, written, _ = evaluate(gather(carried, invariant), [x])
+    ...             carried = carry.outputs(body, written, carried)
+    ...         carry.write(carried)
+    ...         return x
+    >>> n = State(jnp.zeros(()))
+    >>> def inc(x):
+    ...     n.value = n.value + 1
+    ...     return x * 3
+    >>> Twice(inc)(1.0), n.value
+    (Array(9., dtype=float32, weak_type=True), Array(2., dtype=float32))
+"""
+
+from ._control_flow import Carry, ControlFlow, slice_spec, trace_body
+from ._lanes import advance_after_failure, split_before_mapping, split_inside_lane
+from ._mapping import MappingInfo
+from ._mapping_program import build_mapped_program
+
+__all__ = [
+    "ControlFlow",
+    "Carry",
+    "trace_body",
+    "slice_spec",
+    "MappingInfo",
+    "build_mapped_program",
+    "split_before_mapping",
+    "split_inside_lane",
+    "advance_after_failure",
+]
