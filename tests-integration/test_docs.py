@@ -1,7 +1,8 @@
-"""The documentation cannot rot: the site builds strictly and every page's code runs.
+"""The documentation cannot rot: every page's code runs.
 
-* ``mkdocs build --strict`` (the same as ``hatch run docs:build``): a broken link,
-  a missing API reference or a docstring warning fails the test.
+The site itself (strict build, every public name in the reference with a
+docstring and its parameters, the index) is checked by ``test_docs_site.py``.
+
 * Every ```python block of every page under ``docs/`` (except the developers'
   notes in ``docs/_notes/``) is run, page by page: the blocks of one page are
   joined in order and executed in one fresh interpreter with 8 CPU devices, so
@@ -104,51 +105,3 @@ def test_page_code_runs(page, tmp_path):
     assert proc.returncode == 0, (
         f"the code of docs/{page.relative_to(DOCS)} failed:\n{proc.stderr[-4000:]}\n--- stdout:\n{proc.stdout[-2000:]}"
     )
-
-
-def test_site_builds_strictly(tmp_path):
-    pytest.importorskip("mkdocs", reason="the docs dependencies are in the default hatch environment")
-    proc = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, f"mkdocs build --strict failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
-    built = tmp_path / "site"
-    for page in ("index.html", "getting-started/index.html", "api/state-transform/index.html"):
-        assert (built / page).is_file(), f"{page} was not built"
-    api = (built / "api" / "state-transform" / "index.html").read_text()
-    assert "vmap2" in api and "shard_map" in api
-
-
-# The modules the API reference renders (docs/api/*.md), and the names it shows.
-API_MODULES = ("state_core", "state_core.filter", "state_random", "state_transform", "state_nn")
-
-
-def _public_api():
-    import importlib
-    import inspect
-
-    for module_name in API_MODULES:
-        module = importlib.import_module(module_name)
-        for name in module.__all__:
-            if name.startswith("_"):  # the reference leaves out `_` names (mkdocs.yml filters)
-                continue
-            obj = getattr(module, name)
-            if not callable(obj) or type(obj).__module__ == "typing":  # constants, type aliases: no own __doc__
-                continue
-            yield f"{module_name}.{name}", obj
-            if inspect.isclass(obj) and obj.__module__.split(".")[0] in {m.split(".")[0] for m in API_MODULES}:
-                for attr, value in vars(obj).items():
-                    if attr.startswith("_"):
-                        continue
-                    fn = value.fget if isinstance(value, property) else getattr(value, "__func__", value)
-                    if inspect.isfunction(fn):
-                        yield f"{module_name}.{name}.{attr}", fn
-
-
-def test_every_public_name_in_the_api_reference_has_a_docstring():
-    missing = [name for name, obj in _public_api() if not (obj.__doc__ or "").strip()]
-    assert not missing, f"public names without a docstring (the API reference would show them bare): {missing}"

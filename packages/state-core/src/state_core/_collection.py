@@ -37,7 +37,12 @@ class StateDict(dict[Path, State[Any]]):
     """
 
     def filter(self, *filters: FilterLike) -> StateDict:
-        """The states matched by any of ``filters`` (all states when none is given)."""
+        """The states matched by any of ``filters`` (all states when none is given).
+
+        Args:
+            *filters: filters (anything ``state_core.filter.to_predicate`` accepts: a State subclass, a tag, a
+                ``Filter``, a predicate, ``...``); a state matching any of them is kept.
+        """
         if not filters:
             return StateDict(self)
         predicate = to_predicate(filters if len(filters) > 1 else filters[0])
@@ -60,6 +65,9 @@ class StateDict(dict[Path, State[Any]]):
 
         States that no filter matches are dropped; end with ``...`` to keep a
         "rest" collection.
+
+        Args:
+            *filters: one filter per part, tried in order; ``...`` as the last one collects the rest.
         """
         if not filters:
             raise ValueError("StateDict.split needs at least one filter; use `...` for the rest.")
@@ -77,7 +85,11 @@ class StateDict(dict[Path, State[Any]]):
         return {p: s.value for p, s in self.items()}
 
     def assign_values(self, values: dict[Path, Any]) -> None:
-        """Write ``values`` (``path -> value``) into the states at those paths."""
+        """Write ``values`` (``path -> value``) into the states at those paths.
+
+        Args:
+            values: ``path -> value`` for some or all of the paths; an unknown path is a ``KeyError``.
+        """
         for path, value in values.items():
             if path not in self:
                 raise KeyError(f"No state at path {path!r}; known paths: {list(self)[:10]}...")
@@ -132,6 +144,10 @@ def collect_states(root: Any, *filters: FilterLike) -> StateDict:
     only the states matched by any of them are returned. The walk is iterative,
     so arbitrarily deep graphs (a chain of thousands of modules) are fine.
 
+    Args:
+        root: the object to walk: any object, list, tuple or dict (a State itself is found at path ``()``).
+        *filters: keep only the states matched by any of these filters; none: keep every state.
+
     Example:
         >>> import jax.numpy as jnp
         >>> from state_core import State, collect_states
@@ -148,6 +164,10 @@ def states_of_callable(fun: Callable[..., Any]) -> StateDict:
     """States reachable from a callable object: a bound method's owner or the object itself.
 
     Plain functions have no paths to offer and give an empty mapping.
+
+    Args:
+        fun: a callable: a bound method (its owner is walked), an object with a ``__call__`` (the object is walked) or a
+            plain function (nothing to walk).
     """
     if isinstance(fun, types.MethodType):
         return collect_states(fun.__self__)

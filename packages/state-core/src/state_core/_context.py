@@ -50,6 +50,12 @@ class _Generation:
 
 
 GENERATION = _Generation()
+"""The process-wide count of States ever created, in ``GENERATION.value``.
+
+An engine that cached the States of an object graph compares it with the value it
+saw then: while it is unchanged, no new State exists, so the graph need not be
+walked again.
+"""
 
 _SKIPPED_MODULES = ("state_core", "state_random", "state_transform", "state_nn", "jax", "contextlib")
 

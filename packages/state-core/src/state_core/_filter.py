@@ -92,6 +92,9 @@ class OfType(Filter):
     ``.type`` attribute (a state reference or a state-like record, as brainstate's
     filters accept) is matched when that class is ``type_`` or a subclass.
 
+    Args:
+        type_: the class to select (a ``State`` subclass, usually).
+
     Example:
         >>> from state_core import ParamState, State
         >>> from state_core.filter import OfType
@@ -123,6 +126,9 @@ class WithTag(Filter):
     """Select states that carry ``tag`` among their tags (see ``State(tag=...)``).
 
     A state may carry several tags; it is selected when any of them is ``tag``.
+
+    Args:
+        tag: the tag to look for.
 
     Example:
         >>> from state_core import State
@@ -157,6 +163,9 @@ class PathContains(Filter):
     or JAX key paths (``jax.tree_util.DictKey``, ``GetAttrKey``, ``SequenceKey``
     entries, as ``jax.tree_util.tree_flatten_with_path`` gives); ``key`` may be
     either form too.
+
+    Args:
+        key: an attribute name, dict key or index (or a JAX key-path entry naming one).
 
     Example:
         >>> import jax
@@ -198,6 +207,9 @@ def _plain_key(entry: typing.Any) -> typing.Any:
 class Any(Filter):
     """Select states matched by at least one of ``filters``.
 
+    Args:
+        *filters: the filters, each anything ``to_predicate`` accepts.
+
     Example:
         >>> from state_core import ParamState, HiddenState, State
         >>> from state_core.filter import Any
@@ -222,6 +234,9 @@ class Any(Filter):
 class All(Filter):
     """Select states matched by every one of ``filters``.
 
+    Args:
+        *filters: the filters, each anything ``to_predicate`` accepts.
+
     Example:
         >>> from state_core import ParamState
         >>> from state_core.filter import All, WithTag
@@ -244,6 +259,9 @@ class All(Filter):
 
 class Not(Filter):
     """Select states that ``filter`` does not match.
+
+    Args:
+        filter: the filter to negate, anything ``to_predicate`` accepts.
 
     Example:
         >>> from state_core import ParamState, State
@@ -355,6 +373,9 @@ def to_predicate(filter: FilterLike) -> Filter:
     * a tuple or list -> ``Any`` of its items; a State object -> that state only;
     * any other callable ``f(path, state)`` -> a ``Filter`` that calls it (so it
       hashes and compares by the callable's identity).
+
+    Args:
+        filter: the filter-like object to convert (see the list above).
 
     Example:
         >>> from state_core import ParamState

@@ -106,6 +106,11 @@ class StatefulFunctionIntrospection:
     def get_jaxpr(self, *args: Any, **kwargs: Any) -> Any:
         """The closed jaxpr ``(input state leaves..., arg leaves...) -> (outputs..., written state leaves...)``.
 
+        Args:
+            *args: the positional arguments of a call.
+            **kwargs: the keyword arguments of a call; ``compile_if_miss=False`` among them raises ``ValueError`` for a
+                signature not traced yet instead of tracing it.
+
         Example:
             >>> import jax.numpy as jnp
             >>> from state_core import State, StatefulFunction
@@ -117,6 +122,11 @@ class StatefulFunctionIntrospection:
 
     def get_out_treedef(self, *args: Any, **kwargs: Any) -> Any:
         """The pytree structure of the function's return value for these arguments.
+
+        Args:
+            *args: the positional arguments of a call.
+            **kwargs: the keyword arguments of a call; ``compile_if_miss=False`` among them raises ``ValueError`` for a
+                signature not traced yet instead of tracing it.
 
         Example:
             >>> from state_core import StatefulFunction
@@ -130,6 +140,11 @@ class StatefulFunctionIntrospection:
 
         Its original values are the states' current values, so
         ``recovery_original_values()`` puts back what they hold now.
+
+        Args:
+            *args: the positional arguments of a call.
+            **kwargs: the keyword arguments of a call; ``compile_if_miss=False`` among them raises ``ValueError`` for a
+                signature not traced yet instead of tracing it.
 
         Example:
             >>> from state_core import State, StatefulFunction
@@ -146,6 +161,9 @@ class StatefulFunctionIntrospection:
     def get_out_shapes_by_cache(self, key: Hashable) -> Any:
         """``jax.ShapeDtypeStruct`` tree of the output traced for ``key``.
 
+        Args:
+            key: a cache key from ``get_arg_cache_key(*args, **kwargs)``.
+
         Example:
             >>> import jax.numpy as jnp
             >>> from state_core import StatefulFunction
@@ -160,6 +178,9 @@ class StatefulFunctionIntrospection:
     def get_out_treedef_by_cache(self, key: Hashable) -> Any:
         """The output pytree structure traced for ``key``.
 
+        Args:
+            key: a cache key from ``get_arg_cache_key(*args, **kwargs)``.
+
         Example:
             >>> from state_core import StatefulFunction
             >>> f = StatefulFunction(lambda x: [x, x])
@@ -171,6 +192,9 @@ class StatefulFunctionIntrospection:
 
     def get_states_by_cache(self, key: Hashable) -> tuple[State[Any], ...]:
         """Every state accessed for ``key``, in first-access order.
+
+        Args:
+            key: a cache key from ``get_arg_cache_key(*args, **kwargs)``.
 
         Example:
             >>> from state_core import State, StatefulFunction
@@ -188,15 +212,26 @@ class StatefulFunctionIntrospection:
         return tuple(self.get_traced_call(key).states)
 
     def get_read_states_by_cache(self, key: Hashable) -> tuple[State[Any], ...]:
-        """The states read but never written for ``key`` (example: ``get_states_by_cache``)."""
+        """The states read but never written for ``key`` (example: ``get_states_by_cache``).
+
+        Args:
+            key: a cache key from ``get_arg_cache_key(*args, **kwargs)``.
+        """
         return tuple(self.get_traced_call(key).read_only_states)
 
     def get_write_states_by_cache(self, key: Hashable) -> tuple[State[Any], ...]:
-        """The states written for ``key`` (example: ``get_states_by_cache``)."""
+        """The states written for ``key`` (example: ``get_states_by_cache``).
+
+        Args:
+            key: a cache key from ``get_arg_cache_key(*args, **kwargs)``.
+        """
         return tuple(self.get_traced_call(key).out_states)
 
     def get_state_trace_by_cache(self, key: Hashable) -> StateTraceStack:
         """``get_state_trace`` for a cache key.
+
+        Args:
+            key: a cache key from ``get_arg_cache_key(*args, **kwargs)``.
 
         Example:
             >>> from state_core import State, StatefulFunction
@@ -238,6 +273,9 @@ class StatefulFunctionIntrospection:
         Returns ``True``; raises ``ValueError`` naming each state that changed (the
         next call with that signature traces again).
 
+        Args:
+            key: a cache key from ``get_arg_cache_key(*args, **kwargs)``.
+
         Example:
             >>> import jax.numpy as jnp
             >>> from state_core import State, StatefulFunction
@@ -273,6 +311,10 @@ class StatefulFunctionIntrospection:
         Like a call, but primitive by primitive instead of through ``jax.jit``: useful
         to compare against the compiled program. If evaluation fails, no state changes.
 
+        Args:
+            *args: the positional arguments of the call.
+            **kwargs: its keyword arguments.
+
         Example:
             >>> from state_core import State, StatefulFunction
             >>> s = State(1.0)
@@ -294,6 +336,10 @@ class StatefulFunctionIntrospection:
 
         States are read and written directly; if the function raises, every state it
         touched gets back the value it had before the call.
+
+        Args:
+            *args: the positional arguments of the call.
+            **kwargs: its keyword arguments.
 
         Example:
             >>> from state_core import State, StatefulFunction
@@ -356,6 +402,12 @@ def make_jaxpr(
     ``(values of the states read before any write..., argument leaves...)`` and
     returns ``(output leaves..., new values of the written states...)``; ``states``
     lists every state accessed, in first-access order. No state changes.
+
+    Args:
+        fun: the function to trace; it may read and write States.
+        static_argnums: positions of arguments that are compile-time constants (as in ``jax.jit``).
+        static_argnames: names of keyword arguments that are compile-time constants.
+        return_shape: also return the ``jax.ShapeDtypeStruct`` tree of the output.
 
     Example:
         >>> import jax.numpy as jnp

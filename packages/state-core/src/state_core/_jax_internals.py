@@ -113,7 +113,13 @@ try:  # the concrete array class, for a fast exact-type check on hot paths
 except ImportError:  # pragma: no cover - exercised only on an incompatible JAX
 
     class ArrayImpl:  # type: ignore[no-redef]
-        """Placeholder: nothing is an instance, so the generic (slower) paths are used."""
+        """The class of JAX's concrete arrays, for exact type checks on hot paths.
+
+        ``type(x) is ArrayImpl`` tells a concrete ``jax.Array`` from tracers and
+        other array-likes at the cost of one comparison. This stand-in is used only
+        on a JAX without that class: nothing is an instance, so the generic (slower)
+        paths run.
+        """
 
 
 _get_concrete_mesh: Callable[[], Any] | None
@@ -183,9 +189,12 @@ def mesh_type(aval: Any) -> Any:
     valid for values of that type, so the engine keys its caches by it. The
     varying-axes record is ``manual_axis_type`` on JAX 0.10 (``vma`` before).
 
+    Args:
+        aval: the abstract value (``jax.typeof(x)``) of a value or tracer.
+
     Example:
         >>> import jax, jax.numpy as jnp
-        >>> from state_core._jax_internals import mesh_type
+        >>> from state_core.engine import mesh_type
         >>> mesh_type(jax.typeof(jnp.zeros(2))) is None
         True
     """
@@ -228,6 +237,9 @@ def is_batched(x: Any) -> bool:
 
     When JAX's batching internals cannot be inspected, every tracer counts as
     varying (the safe answer).
+
+    Args:
+        x: any value or tracer.
     """
     if _BatchTracer is None:  # pragma: no cover - exercised only on an incompatible JAX
         return is_tracer(x)
@@ -241,6 +253,9 @@ def hide_library_frames(module_file: str) -> None:
     exception crosses one of its API boundaries (see ``api_boundary``), so users
     see their own code and not the engine's. ``JAX_TRACEBACK_FILTERING=off``
     shows everything again.
+
+    Args:
+        module_file: the ``__file__`` of a module of the package to hide.
     """
     if _traceback_util is None:  # pragma: no cover - incompatible JAX: show every frame
         return  # type: ignore[unreachable]  # None only on a JAX the import check rejects
@@ -255,7 +270,11 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def api_boundary(fun: _F) -> _F:
-    """Mark ``fun`` as a user-facing entry point: tracebacks of errors below it are filtered."""
+    """Mark ``fun`` as a user-facing entry point: tracebacks of errors below it are filtered.
+
+    Args:
+        fun: the user-facing function to mark.
+    """
     if _traceback_util is None:  # pragma: no cover - incompatible JAX
         return fun  # type: ignore[unreachable]  # None only on a JAX the import check rejects
     return _traceback_util.api_boundary(fun)

@@ -25,6 +25,10 @@ def format_fields(type_name: str, fields: Sequence[tuple[str, Any]]) -> str:
     ``fields`` values are either strings (already rendered) or objects whose
     ``repr`` is used.
 
+    Args:
+        type_name: the name before the parentheses.
+        fields: ``(key, value)`` pairs, in order; a value is a rendered string or an object shown by its ``repr``.
+
     Example:
         >>> print(format_fields('Point', [('x', '1'), ('y', '2')]))
         Point(
@@ -58,6 +62,9 @@ def format_value(tree: Any) -> str:
     Arrays with more than ``SUMMARY_THRESHOLD`` elements show their shape, dtype
     and min/max/mean (computed where the array lives, without copying it to the
     host); tracers and PRNG keys show their abstract value.
+
+    Args:
+        tree: any pytree (arrays, numbers, containers).
 
     Example:
         >>> import jax.numpy as jnp

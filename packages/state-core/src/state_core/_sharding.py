@@ -30,7 +30,11 @@ _REPLICATED = PartitionSpec()
 
 
 def sharding_annotation(state: State[Any]) -> PartitionSpec | NamedSharding | None:
-    """The ``sharding`` metadata of ``state`` (``None`` when it has none); rejects other types."""
+    """The ``sharding`` metadata of ``state`` (``None`` when it has none); rejects other types.
+
+    Args:
+        state: the state whose ``sharding`` metadata is read.
+    """
     annotation = state.metadata.get("sharding")
     if annotation is None or isinstance(annotation, (PartitionSpec, NamedSharding)):
         return annotation
@@ -41,7 +45,11 @@ def sharding_annotation(state: State[Any]) -> PartitionSpec | NamedSharding | No
 
 
 def annotated_spec(state: State[Any]) -> PartitionSpec | None:
-    """The PartitionSpec of ``state``'s annotation (``None`` when it has none)."""
+    """The PartitionSpec of ``state``'s annotation (``None`` when it has none).
+
+    Args:
+        state: the state whose ``sharding`` metadata is read.
+    """
     annotation = sharding_annotation(state)
     if isinstance(annotation, NamedSharding):
         return annotation.spec
@@ -55,7 +63,14 @@ def _label(state: State[Any], path: Any) -> str:
 
 
 def check_spec_fits(spec: PartitionSpec, mesh: Any, value: Any, where: str) -> None:
-    """Raise ``ValueError`` (naming ``where``) unless ``spec`` on ``mesh`` fits every leaf of ``value``."""
+    """Raise ``ValueError`` (naming ``where``) unless ``spec`` on ``mesh`` fits every leaf of ``value``.
+
+    Args:
+        spec: the PartitionSpec to check.
+        mesh: the mesh it is laid out on.
+        value: the value (any pytree) whose every leaf must fit ``spec``.
+        where: what the value is, the start of the message (a state's description).
+    """
     for leaf in jax.tree.leaves(value):
         shape = tuple(np.shape(leaf))
         if len(spec) > len(shape):
@@ -87,6 +102,12 @@ def state_sharding(state: State[Any], mesh: Any = None, path: Any = None) -> Nam
     PartitionSpec needs ``mesh`` or the mesh set with ``jax.set_mesh``. Raises
     ``ValueError`` naming the state (and ``path``) when there is no mesh or the
     spec does not fit the value.
+
+    Args:
+        state: the annotated state.
+        mesh: the mesh to lay the annotation out on; None: a NamedSharding's own mesh, else the mesh set with
+            ``jax.set_mesh``.
+        path: the state's path in its collection, named in error messages; None: no path.
     """
     annotation = sharding_annotation(state)
     if annotation is None:
@@ -123,6 +144,10 @@ def place_value(value: Any, sharding: NamedSharding) -> Any:
     ``jax.jit``). On a mesh spanning several processes every process holds the
     whole value and keeps the shards of its own devices; typed PRNG keys move as
     their key data.
+
+    Args:
+        value: any pytree of arrays (and tracers, left alone).
+        sharding: the sharding every leaf is placed on.
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -252,6 +277,11 @@ def get_named_sharding(states: Any, mesh: Mesh) -> Any:
     the state's value: a ``ValueError`` names the state when the spec has more
     entries than the value has dimensions, names an axis the mesh lacks, or
     splits a dimension the mesh axis size does not divide.
+
+    Args:
+        states: a ``State``, a ``StateDict`` (``module.states()``, ``collect_states(obj)``) or a dict/list/tuple of
+            States.
+        mesh: the ``jax.sharding.Mesh`` to lay the annotations out on.
 
     Example:
         >>> import jax, jax.numpy as jnp

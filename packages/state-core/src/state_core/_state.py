@@ -146,7 +146,11 @@ class State(StateDisplay, Generic[T]):
         return self._tags
 
     def add_tag(self, *tags: str) -> None:
-        """Add one or more tags to this state."""
+        """Add one or more tags to this state.
+
+        Args:
+            *tags: the tags to add (strings).
+        """
         self._tags = self._tags.union(tags)
 
     @property
@@ -261,6 +265,9 @@ class State(StateDisplay, Generic[T]):
         Transformations use this to put values back (for example after tracing or
         when an error undoes a call). Restoring a concrete value into a state that
         was created inside a finished trace makes it usable again.
+
+        Args:
+            value: the new value, put in place as it is.
 
         Example:
             >>> import jax.numpy as jnp
@@ -390,6 +397,9 @@ class State(StateDisplay, Generic[T]):
     def value_call(self, fn: Any) -> Any:
         """Apply ``fn`` to every leaf of the value (a read) and return the new pytree.
 
+        Args:
+            fn: a function applied to each leaf of the value.
+
         Example:
             >>> import jax.numpy as jnp
             >>> from state_core import State
@@ -421,6 +431,9 @@ class State(StateDisplay, Generic[T]):
 
         Unlike writing ``value``, the structure may differ; this state is unchanged.
 
+        Args:
+            value: the value of the new state, any pytree (it may differ in structure from this state's).
+
         Example:
             >>> import jax.numpy as jnp
             >>> from state_core import ParamState
@@ -435,6 +448,9 @@ class State(StateDisplay, Generic[T]):
 
     def copy_from(self, other: State[Any]) -> None:
         """Write the value of ``other`` into this state (a recorded write; metadata unchanged).
+
+        Args:
+            other: the state whose value is copied.
 
         Example:
             >>> import jax.numpy as jnp
@@ -554,7 +570,13 @@ _BOOKKEEPING = frozenset(
 
 
 def check_not_state(tree: Any, where: str) -> None:
-    """Raise ``TypeError`` if a State is a leaf of ``tree`` (``where`` names the place)."""
+    """Raise ``TypeError`` if a State is a leaf of ``tree`` (``where`` names the place).
+
+    Args:
+        tree: any pytree.
+        where: the place ``tree`` stands for, at the start of the message (for example ``'vmap2(f): argument 0'``); the
+            path of the offending leaf is appended.
+    """
     for path, leaf in jax.tree.leaves_with_path(tree):
         if isinstance(leaf, State):
             at = jax.tree_util.keystr(path)
@@ -567,6 +589,9 @@ def check_not_state(tree: Any, where: str) -> None:
 
 def maybe_state(x: Any) -> Any:
     """The value of ``x`` if it is a State (a recorded read), otherwise ``x`` itself.
+
+    Args:
+        x: a State or any other object.
 
     Example:
         >>> import jax.numpy as jnp

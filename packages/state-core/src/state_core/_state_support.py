@@ -50,6 +50,9 @@ def check_state_value_tree(val: bool = True) -> Iterator[None]:
     the check off; it exists so code written for brainstate runs unchanged. For
     shape and dtype checks too, use ``strict_state_checks()``.
 
+    Args:
+        val: accepted for brainstate compatibility; the check stays on either way.
+
     Example:
         >>> import jax.numpy as jnp
         >>> from state_core import State, check_state_value_tree

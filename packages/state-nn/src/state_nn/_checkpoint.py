@@ -34,7 +34,9 @@ Path = tuple[Hashable, ...]
 
 FORMAT = "state-nn-checkpoint"
 FORMAT_VERSION = 1
+"""The version of the checkpoint layout ``save`` writes (``read_metadata(path)['format_version']``)."""
 DEFAULT_PATH: Path = ("state_random.DEFAULT",)
+"""The path under which ``save`` stores ``state_random.DEFAULT`` (reserved: a target may not use it)."""
 
 _INSTALL_HINT = "install it with `pip install state-nn[checkpoint]`"
 _MAX_LISTED = 8
@@ -365,6 +367,9 @@ def read_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
     Returns a dict with ``format_version``, ``versions`` (package versions that
     wrote it), ``metadata`` (what was passed to ``save``) and ``paths`` (the
     saved states' paths, in order).
+
+    Args:
+        path: the checkpoint directory written by ``save``.
 
     Example:
         >>> import os, tempfile

@@ -102,6 +102,9 @@ class Linear(Module):
     def update(self, x: Any) -> jax.Array:
         """``x @ weight + bias`` for ``x`` of shape ``(..., in_size)``.
 
+        Args:
+            x: the input, of shape ``(..., in_size)``.
+
         Example:
             >>> import jax.numpy as jnp
             >>> import state_nn
@@ -191,6 +194,11 @@ class Dropout(ElementWiseBlock):
 
     def update(self, x: Any, deterministic: bool | None = None) -> jax.Array:
         """Apply dropout to ``x`` (identity when deterministic or ``rate == 0``).
+
+        Args:
+            x: the input.
+            deterministic: True returns ``x`` unchanged; None: the layer's mode (set by the constructor, ``train()`` and
+                ``eval()``).
 
         Example:
             >>> import jax.numpy as jnp

@@ -176,6 +176,9 @@ class Module:
     Calling ``Module.__init__`` from a subclass is optional: a Module keeps no
     bookkeeping of its own, everything is discovered from its attributes.
 
+    Args:
+        name: an optional name (a ``str``), shown first in the module's repr.
+
     Example:
         >>> import jax.numpy as jnp
         >>> import state_core, state_nn
@@ -274,6 +277,10 @@ class Module:
     def update(self, *args: Any, **kwargs: Any) -> Any:
         """The module's computation; ``module(*args, **kwargs)`` calls it. Override it.
 
+        Args:
+            *args: the positional arguments of the call ``module(*args, **kwargs)``.
+            **kwargs: its keyword arguments.
+
         Example:
             >>> import state_nn
             >>> class Double(state_nn.Module):
@@ -334,6 +341,10 @@ class Module:
         ``include_self=False`` leaves out the states this module holds itself
         (in its attributes, lists and dicts) and keeps those of its submodules.
 
+        Args:
+            *filters: filters (anything ``state_core.filter.to_predicate`` accepts); none: every state.
+            include_self: False leaves out the states this module holds itself and keeps its submodules'.
+
         Example:
             >>> import jax.numpy as jnp
             >>> import state_core, state_nn
@@ -374,6 +385,9 @@ class Module:
         tuples and dicts; a module reachable by several paths appears once.
         ``include_self=False`` leaves this module (path ``()``) out.
 
+        Args:
+            include_self: False leaves this module (path ``()``) out.
+
         Example:
             >>> import state_nn
             >>> class Leaf(state_nn.Module):
@@ -396,6 +410,9 @@ class Module:
         """This module and every submodule, in the order of ``named_modules``.
 
         ``include_self=False`` leaves this module out.
+
+        Args:
+            include_self: False leaves this module out.
 
         Example:
             >>> import state_nn
@@ -449,6 +466,9 @@ class Module:
         ``recurse=False`` keeps only the ones this module holds itself, not those
         of its submodules.
 
+        Args:
+            recurse: False keeps only the parameters this module holds itself.
+
         Example:
             >>> import jax.numpy as jnp
             >>> import state_core, state_nn
@@ -469,6 +489,9 @@ class Module:
 
     def parameters(self, recurse: bool = True) -> list[State[Any]]:
         """The ``ParamState`` objects of ``named_parameters(recurse)``, in the same order.
+
+        Args:
+            recurse: False keeps only the parameters this module holds itself.
 
         Example:
             >>> import state_nn
@@ -531,6 +554,10 @@ class Module:
         ``init_all_states(*args, **kwargs)`` calls it with its own arguments on
         every submodule, so accept (and ignore) what you do not use.
 
+        Args:
+            *args: the positional arguments given to ``init_all_states``.
+            **kwargs: the keyword arguments given to ``init_all_states``.
+
         Example:
             >>> import jax.numpy as jnp
             >>> import state_core, state_nn
@@ -545,6 +572,10 @@ class Module:
 
     def reset_state(self, *args: Any, **kwargs: Any) -> None:
         """Hook: reset this module's run-time states (default: nothing).
+
+        Args:
+            *args: the positional arguments given to ``reset_all_states``.
+            **kwargs: the keyword arguments given to ``reset_all_states``.
 
         Example:
             >>> import jax.numpy as jnp
@@ -568,6 +599,10 @@ class Module:
         A submodule with its own ``init_all_states`` (such as ``Map``) is handed
         the call as a whole.
 
+        Args:
+            *args: passed to every ``init_state`` hook.
+            **kwargs: passed to every ``init_state`` hook.
+
         Example:
             >>> import state_nn
             >>> calls = []
@@ -584,6 +619,10 @@ class Module:
 
     def reset_all_states(self, *args: Any, **kwargs: Any) -> None:
         """Call ``reset_state(*args, **kwargs)`` on every submodule, children before parents.
+
+        Args:
+            *args: passed to every ``reset_state`` hook.
+            **kwargs: passed to every ``reset_state`` hook.
 
         Example:
             >>> import state_nn

@@ -130,6 +130,9 @@ class Param(Module):
     def set_value(self, value: Any) -> None:
         """Store ``t.inverse(value)``, so that ``value()`` returns ``value`` (clipped for ``ClipT``).
 
+        Args:
+            value: the new value, in the transform's range and of the parameter's shape.
+
         Example:
             >>> import jax.numpy as jnp
             >>> import state_nn
@@ -185,6 +188,10 @@ class Param(Module):
     def clip(self, min_val: Any = None, max_val: Any = None) -> None:
         """Clip the value to ``[min_val, max_val]`` in place (``None`` = no bound on that side).
 
+        Args:
+            min_val: the lower bound; None: no lower bound.
+            max_val: the upper bound; None: no upper bound.
+
         Example:
             >>> import jax.numpy as jnp
             >>> import state_nn
@@ -198,6 +205,11 @@ class Param(Module):
 
 class Const(Param):
     """A fixed parameter: ``Param(value, fit=False, ...)``; not a State, so no optimiser or gradient sees it.
+
+    Args:
+        value: the fixed value.
+        **kwargs: the other arguments of ``Param`` (``t``, ``reg``, ``precompute``, ``name``); ``fit=True`` is a
+            ``ValueError``.
 
     Example:
         >>> import jax.numpy as jnp

@@ -49,6 +49,9 @@ class Regularization:
     def loss(self, value: Any) -> jax.Array:
         """The penalty for ``value`` (a scalar). Override it.
 
+        Args:
+            value: the parameter's value.
+
         Example:
             >>> import jax.numpy as jnp
             >>> import state_nn
@@ -94,6 +97,9 @@ class L1Reg(Regularization):
     def loss(self, value: Any) -> jax.Array:
         """``weight * sum(|value|)``.
 
+        Args:
+            value: the parameter's value (an array or anything ``jnp.asarray`` takes).
+
         Example:
             >>> import state_nn
             >>> state_nn.L1Reg(0.5).loss([2.0, -2.0])
@@ -127,6 +133,9 @@ class L2Reg(Regularization):
 
     def loss(self, value: Any) -> jax.Array:
         """``weight * sum(value ** 2)``.
+
+        Args:
+            value: the parameter's value (an array or anything ``jnp.asarray`` takes).
 
         Example:
             >>> import state_nn

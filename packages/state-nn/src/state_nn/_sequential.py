@@ -73,6 +73,10 @@ class Sequential(Module):
     int gives a layer; a slice or a list of indices gives a new ``Sequential``
     sharing those layers (and their states).
 
+    Args:
+        *layers: the layers, in the order they are applied: Modules or plain callables.
+        name: an optional name for the module.
+
     Example:
         >>> import jax, jax.numpy as jnp
         >>> import state_nn
@@ -139,6 +143,9 @@ class Sequential(Module):
     def append(self, layer: Callable[..., Any]) -> Sequential:
         """Add ``layer`` at the end; returns ``self``.
 
+        Args:
+            layer: a Module or a plain callable.
+
         Example:
             >>> import jax, jax.numpy as jnp
             >>> import state_nn
@@ -153,6 +160,9 @@ class Sequential(Module):
 
     def extend(self, layers: Iterable[Callable[..., Any]]) -> Sequential:
         """Add every layer of ``layers`` at the end, in order; returns ``self``.
+
+        Args:
+            layers: Modules or plain callables, in order.
 
         Example:
             >>> import jax
@@ -170,6 +180,10 @@ class Sequential(Module):
 
     def insert(self, index: int, layer: Callable[..., Any]) -> Sequential:
         """Insert ``layer`` before position ``index`` (as ``list.insert``); returns ``self``.
+
+        Args:
+            index: the position to insert before, as in ``list.insert``.
+            layer: a Module or a plain callable.
 
         Example:
             >>> import jax, jax.numpy as jnp
@@ -189,6 +203,9 @@ class Sequential(Module):
 
     def update(self, x: Any) -> Any:
         """Feed ``x`` through every layer in order.
+
+        Args:
+            x: the input of the first layer.
 
         Example:
             >>> import state_nn

@@ -44,6 +44,9 @@ class Transform:
     def forward(self, x: Any) -> jax.Array:
         """Map a stored (unconstrained) value to the value used. Override it.
 
+        Args:
+            x: the stored value.
+
         Example:
             >>> import jax.numpy as jnp
             >>> import state_nn
@@ -54,6 +57,9 @@ class Transform:
 
     def inverse(self, y: Any) -> jax.Array:
         """Map a value in the transform's range back to a stored value. Override it.
+
+        Args:
+            y: a value in the transform's range.
 
         Example:
             >>> import jax.numpy as jnp
@@ -85,6 +91,9 @@ class IdentityT(Transform):
     def forward(self, x: Any) -> jax.Array:
         """Return ``x`` as an array.
 
+        Args:
+            x: the stored value.
+
         Example:
             >>> import state_nn
             >>> state_nn.IdentityT().forward(1.5)
@@ -94,6 +103,9 @@ class IdentityT(Transform):
 
     def inverse(self, y: Any) -> jax.Array:
         """Return ``y`` as an array.
+
+        Args:
+            y: the value.
 
         Example:
             >>> import state_nn
@@ -137,6 +149,9 @@ class ClipT(Transform):
     def forward(self, x: Any) -> jax.Array:
         """``clip(x, lower, upper)``.
 
+        Args:
+            x: the stored value.
+
         Example:
             >>> import state_nn
             >>> state_nn.ClipT(-1.0, 1.0).forward(3.0)
@@ -146,6 +161,9 @@ class ClipT(Transform):
 
     def inverse(self, y: Any) -> jax.Array:
         """``clip(y, lower, upper)`` (clipping has no true inverse).
+
+        Args:
+            y: the value.
 
         Example:
             >>> import state_nn
@@ -185,6 +203,9 @@ class SoftplusT(Transform):
     def forward(self, x: Any) -> jax.Array:
         """``lower + softplus(x)``.
 
+        Args:
+            x: the stored value.
+
         Example:
             >>> import state_nn
             >>> state_nn.SoftplusT().forward(0.0)
@@ -194,6 +215,9 @@ class SoftplusT(Transform):
 
     def inverse(self, y: Any) -> jax.Array:
         """The ``x`` with ``forward(x) == y`` (for ``y > lower``).
+
+        Args:
+            y: a value above ``lower``.
 
         Example:
             >>> import state_nn

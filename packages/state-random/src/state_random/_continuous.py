@@ -47,6 +47,13 @@ class ContinuousSamplers:
     ) -> jax.Array:
         """Exponential samples with mean ``scale``.
 
+        Args:
+            scale: the mean, ``>= 0``; None means 1.
+            size: the output shape (an int or a tuple of ints); None: the broadcast shape of the parameters.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: a floating dtype for the samples; None: JAX's default float (float32 unless x64 is enabled).
+
         Example:
             >>> from state_random import RandomState
             >>> bool((RandomState(0).exponential(2.0, size=10) >= 0).all())
@@ -59,6 +66,12 @@ class ContinuousSamplers:
         self, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None
     ) -> jax.Array:
         """Exponential samples with mean 1.
+
+        Args:
+            size: the output shape (an int or a tuple of ints); None: a single sample.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: a floating dtype for the samples; None: JAX's default float (float32 unless x64 is enabled).
 
         Example:
             >>> from state_random import RandomState
@@ -79,6 +92,14 @@ class ContinuousSamplers:
     ) -> jax.Array:
         """Gamma(``shape``, ``scale``) samples: ``jax.random.gamma(k, shape) * scale``.
 
+        Args:
+            shape: the shape parameter, ``> 0``.
+            scale: the scale, ``>= 0``; None means 1.
+            size: the output shape (an int or a tuple of ints); None: the broadcast shape of the parameters.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: a floating dtype for the samples; None: JAX's default float (float32 unless x64 is enabled).
+
         Example:
             >>> from state_random import RandomState
             >>> RandomState(0).gamma(2.0, 3.0, size=(2, 2)).shape
@@ -98,6 +119,13 @@ class ContinuousSamplers:
     ) -> jax.Array:
         """Gamma(``shape``) samples with scale 1.
 
+        Args:
+            shape: the shape parameter, ``> 0``.
+            size: the output shape (an int or a tuple of ints); None: the broadcast shape of the parameters.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: a floating dtype for the samples; None: JAX's default float (float32 unless x64 is enabled).
+
         Example:
             >>> from state_random import RandomState
             >>> bool((RandomState(0).standard_gamma(0.5, size=8) > 0).all())
@@ -116,6 +144,14 @@ class ContinuousSamplers:
         dtype: DTypeLike | None = None,
     ) -> jax.Array:
         """Beta(``a``, ``b``) samples in ``[0, 1]``.
+
+        Args:
+            a: the first shape parameter, ``> 0``.
+            b: the second shape parameter, ``> 0``.
+            size: the output shape (an int or a tuple of ints); None: the broadcast shape of the parameters.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: a floating dtype for the samples; None: JAX's default float (float32 unless x64 is enabled).
 
         Example:
             >>> from state_random import RandomState
@@ -144,6 +180,14 @@ class ContinuousSamplers:
 
         ``check_valid=False`` skips the ``df > 0`` check of host values.
 
+        Args:
+            df: the degrees of freedom, ``> 0``.
+            size: the output shape (an int or a tuple of ints); None: the broadcast shape of the parameters.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: a floating dtype for the samples; None: JAX's default float (float32 unless x64 is enabled).
+            check_valid: check host values of the parameters (``df > 0``); False skips the check.
+
         Example:
             >>> from state_random import RandomState
             >>> bool((RandomState(0).chisquare(3.0, size=5) >= 0).all())
@@ -156,6 +200,13 @@ class ContinuousSamplers:
         self, df: ArrayLike, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None
     ) -> jax.Array:
         """Student's t samples with ``df`` degrees of freedom.
+
+        Args:
+            df: the degrees of freedom, ``> 0``.
+            size: the output shape (an int or a tuple of ints); None: the broadcast shape of the parameters.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: a floating dtype for the samples; None: JAX's default float (float32 unless x64 is enabled).
 
         Example:
             >>> from state_random import RandomState
@@ -170,6 +221,13 @@ class ContinuousSamplers:
     ) -> jax.Array:
         """NumPy's name for ``t``: Student's t samples with ``df`` degrees of freedom.
 
+        Args:
+            df: the degrees of freedom, ``> 0``.
+            size: the output shape (an int or a tuple of ints); None: the broadcast shape of the parameters.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: a floating dtype for the samples; None: JAX's default float (float32 unless x64 is enabled).
+
         Example:
             >>> from state_random import RandomState
             >>> bool((RandomState(0).standard_t(4.0, size=3) == RandomState(0).t(4.0, size=3)).all())
@@ -182,6 +240,13 @@ class ContinuousSamplers:
         self, a: ArrayLike, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None
     ) -> jax.Array:
         """NumPy's Pareto (Lomax / Pareto II, support ``[0, inf)``): ``jax.random.pareto(k, a) - 1``.
+
+        Args:
+            a: the shape parameter, ``> 0``.
+            size: the output shape (an int or a tuple of ints); None: the broadcast shape of the parameters.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: a floating dtype for the samples; None: JAX's default float (float32 unless x64 is enabled).
 
         Example:
             >>> from state_random import RandomState
@@ -205,6 +270,14 @@ class ContinuousSamplers:
 
         ``check_valid=False`` skips the ``a > 0`` check of host values.
 
+        Args:
+            a: the exponent parameter, ``> 0``.
+            size: the output shape (an int or a tuple of ints); None: the broadcast shape of the parameters.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: a floating dtype for the samples; None: JAX's default float (float32 unless x64 is enabled).
+            check_valid: check host values of the parameters (``a > 0``); False skips the check.
+
         Example:
             >>> from state_random import RandomState
             >>> x = RandomState(0).power(3.0, size=6)
@@ -218,6 +291,13 @@ class ContinuousSamplers:
         self, a: ArrayLike, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None
     ) -> jax.Array:
         """NumPy's one-parameter Weibull (scale 1, shape ``a``): ``jax.random.weibull_min(k, 1, a)``.
+
+        Args:
+            a: the shape parameter, ``> 0``.
+            size: the output shape (an int or a tuple of ints); None: the broadcast shape of the parameters.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: a floating dtype for the samples; None: JAX's default float (float32 unless x64 is enabled).
 
         Example:
             >>> from state_random import RandomState
@@ -237,6 +317,14 @@ class ContinuousSamplers:
         dtype: DTypeLike | None = None,
     ) -> jax.Array:
         """Weibull samples with shape ``a`` and scale ``scale`` (SciPy's ``weibull_min``).
+
+        Args:
+            a: the shape parameter, ``> 0``.
+            scale: the scale, ``> 0``; None means 1.
+            size: the output shape (an int or a tuple of ints); None: the broadcast shape of the parameters.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: a floating dtype for the samples; None: JAX's default float (float32 unless x64 is enabled).
 
         Example:
             >>> from state_random import RandomState
@@ -262,6 +350,13 @@ class ContinuousSamplers:
     ) -> jax.Array:
         """Rayleigh samples with scale ``scale`` (mode of the distribution).
 
+        Args:
+            scale: the scale, ``> 0``; None means 1.
+            size: the output shape (an int or a tuple of ints); None: the broadcast shape of the parameters.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: a floating dtype for the samples; None: JAX's default float (float32 unless x64 is enabled).
+
         Example:
             >>> from state_random import RandomState
             >>> bool((RandomState(0).rayleigh(2.0, size=5) >= 0).all())
@@ -272,6 +367,12 @@ class ContinuousSamplers:
 
     def maxwell(self, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None) -> jax.Array:
         """Maxwell-Boltzmann samples (scale 1): the length of a 3-d standard normal vector.
+
+        Args:
+            size: the output shape (an int or a tuple of ints); None: a single sample.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: a floating dtype for the samples; None: JAX's default float (float32 unless x64 is enabled).
 
         Example:
             >>> from state_random import RandomState
@@ -285,6 +386,13 @@ class ContinuousSamplers:
         self, a: ArrayLike, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None
     ) -> jax.Array:
         """The logarithm of Gamma(``a``) samples, accurate for small ``a`` (``jax.random.loggamma``).
+
+        Args:
+            a: the shape parameter of the gamma distribution, ``> 0``.
+            size: the output shape (an int or a tuple of ints); None: the broadcast shape of the parameters.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: a floating dtype for the samples; None: JAX's default float (float32 unless x64 is enabled).
 
         Example:
             >>> from state_random import RandomState
@@ -305,6 +413,14 @@ class ContinuousSamplers:
     ) -> jax.Array:
         """Laplace samples: ``jax.random.laplace(k, shape) * scale + loc``.
 
+        Args:
+            loc: the location (the peak); None means 0.
+            scale: the scale, ``>= 0``; None means 1.
+            size: the output shape (an int or a tuple of ints); None: the broadcast shape of the parameters.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: a floating dtype for the samples; None: JAX's default float (float32 unless x64 is enabled).
+
         Example:
             >>> from state_random import RandomState
             >>> RandomState(0).laplace(1.0, 0.0, size=2)
@@ -323,6 +439,14 @@ class ContinuousSamplers:
         dtype: DTypeLike | None = None,
     ) -> jax.Array:
         """Logistic samples: ``jax.random.logistic(k, shape) * scale + loc``.
+
+        Args:
+            loc: the location (the mean); None means 0.
+            scale: the scale, ``>= 0``; None means 1.
+            size: the output shape (an int or a tuple of ints); None: the broadcast shape of the parameters.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: a floating dtype for the samples; None: JAX's default float (float32 unless x64 is enabled).
 
         Example:
             >>> from state_random import RandomState
@@ -343,6 +467,14 @@ class ContinuousSamplers:
     ) -> jax.Array:
         """Gumbel samples: ``jax.random.gumbel(k, shape) * scale + loc``.
 
+        Args:
+            loc: the location (the mode); None means 0.
+            scale: the scale, ``>= 0``; None means 1.
+            size: the output shape (an int or a tuple of ints); None: the broadcast shape of the parameters.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: a floating dtype for the samples; None: JAX's default float (float32 unless x64 is enabled).
+
         Example:
             >>> from state_random import RandomState
             >>> RandomState(0).gumbel(size=3).shape
@@ -362,6 +494,14 @@ class ContinuousSamplers:
     ) -> jax.Array:
         """Cauchy samples: ``jax.random.cauchy(k, shape) * scale + loc``.
 
+        Args:
+            loc: the location (the median); None means 0.
+            scale: the scale, ``>= 0``; None means 1.
+            size: the output shape (an int or a tuple of ints); None: the broadcast shape of the parameters.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: a floating dtype for the samples; None: JAX's default float (float32 unless x64 is enabled).
+
         Example:
             >>> from state_random import RandomState
             >>> RandomState(0).cauchy(size=3).shape
@@ -374,6 +514,12 @@ class ContinuousSamplers:
         self, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None
     ) -> jax.Array:
         """Cauchy samples with location 0 and scale 1.
+
+        Args:
+            size: the output shape (an int or a tuple of ints); None: a single sample.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: a floating dtype for the samples; None: JAX's default float (float32 unless x64 is enabled).
 
         Example:
             >>> from state_random import RandomState

@@ -87,10 +87,12 @@ def _numpy_seed(seed_or_key: Any, key: jax.Array) -> int | None:
 def seed(seed_or_key: Any = None) -> None:
     """Reseed ``DEFAULT`` and NumPy's global generator (``numpy.random.seed``).
 
-    ``seed_or_key`` is an int (the key is ``jax.random.key(seed)``; NumPy gets
-    ``seed % 2**32``), a typed key or raw ``uint32[2]`` key data (NumPy gets the
-    key's first word), or ``None``: fresh OS entropy for ``DEFAULT``, NumPy left
-    as it is. A float, string or bool is a ``TypeError`` and changes nothing.
+    Args:
+        seed_or_key: an int (the key is ``jax.random.key(seed)``; NumPy gets
+            ``seed % 2**32``), a typed key or raw ``uint32[2]`` key data (NumPy gets
+            the key's first word), or ``None``: fresh OS entropy for ``DEFAULT``,
+            NumPy left as it is. A float, string or bool is a ``TypeError`` and
+            changes nothing.
 
     Example:
         >>> import numpy as np
@@ -111,6 +113,10 @@ def seed(seed_or_key: Any = None) -> None:
 @contextlib.contextmanager
 def seed_context(seed_or_key: Any) -> Iterator[None]:
     """Temporarily reseed ``DEFAULT`` and NumPy; both are restored on exit (also on error).
+
+    Args:
+        seed_or_key: as for ``seed``: an int, a typed key, raw ``uint32[2]`` key data
+            or ``None`` (fresh entropy for ``DEFAULT``, NumPy's state kept).
 
     Example:
         >>> import state_random as sr
@@ -140,6 +146,10 @@ def seed_context(seed_or_key: Any) -> Iterator[None]:
 def default_rng(seed_or_key: Any = None) -> RandomState:
     """``DEFAULT`` itself when ``seed_or_key`` is None, else a new ``RandomState(seed_or_key)``.
 
+    Args:
+        seed_or_key: an int seed, a typed key or raw ``uint32[2]`` key data for a new
+            stream; None: the global ``DEFAULT``.
+
     Example:
         >>> import state_random as sr
         >>> sr.default_rng() is sr.DEFAULT
@@ -153,7 +163,11 @@ def default_rng(seed_or_key: Any = None) -> RandomState:
 def clone_rng(seed_or_key: Any = None, clone: bool = True) -> RandomState:
     """A new RandomState: a clone of ``DEFAULT`` (same key, independent afterwards) or ``RandomState(seed_or_key)``.
 
-    With ``clone=False`` and no seed, ``DEFAULT`` itself is returned.
+    Args:
+        seed_or_key: an int seed, a typed key or raw ``uint32[2]`` key data for a new
+            stream; None: a clone of ``DEFAULT``.
+        clone: with ``seed_or_key`` None, False returns ``DEFAULT`` itself instead of a
+            clone.
 
     Example:
         >>> import state_random as sr

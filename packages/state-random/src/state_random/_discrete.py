@@ -76,6 +76,14 @@ class DiscreteSamplers:
     ) -> jax.Array:
         """Integers in ``[low, high)`` (``[0, low)`` when ``high`` is None); int32 by default.
 
+        Args:
+            low: the lower bound (included); with ``high`` None, the upper bound (excluded) and the lower bound is 0.
+            high: the upper bound (excluded).
+            size: the output shape (an int or a tuple of ints); None: the broadcast shape of the parameters.
+            dtype: an integer dtype for the samples (default: JAX's default int).
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+
         Example:
             >>> from state_random import RandomState
             >>> x = RandomState(0).randint(10, size=6)
@@ -96,6 +104,14 @@ class DiscreteSamplers:
         dtype: DTypeLike | None = None,
     ) -> jax.Array:
         """Integers in ``[low, high]``, both ends included (``[1, low]`` when ``high`` is None).
+
+        Args:
+            low: the lower bound (included); with ``high`` None, the upper bound and the lower bound is 1.
+            high: the upper bound (included).
+            size: the output shape (an int or a tuple of ints); None: the broadcast shape of the parameters.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: an integer dtype for the samples; None: JAX's default int (int32 unless x64 is enabled).
 
         Example:
             >>> from state_random import RandomState
@@ -126,6 +142,14 @@ class DiscreteSamplers:
         As in PyTorch, a single bound is ``high`` (``randint_like(x, 10)`` draws from
         ``[0, 10)``). The result has ``dtype``, else ``input``'s dtype.
 
+        Args:
+            input: an array whose shape (and, without ``dtype``, dtype) the result takes.
+            low: the lower bound (included); alone, the upper bound (excluded) and the lower bound is 0.
+            high: the upper bound (excluded).
+            dtype: the dtype of the result; None: ``input``'s dtype.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+
         Example:
             >>> import jax.numpy as jnp
             >>> from state_random import RandomState
@@ -146,6 +170,13 @@ class DiscreteSamplers:
         """Boolean samples that are True with probability ``p`` (``p`` must be in [0, 1]).
 
         ``check_valid=False`` skips the range check of host values.
+
+        Args:
+            p: the probability of True, in ``[0, 1]``.
+            size: the output shape (an int or a tuple of ints); None: the broadcast shape of the parameters.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            check_valid: check host values of the parameters (``p`` in ``[0, 1]``); False skips the check.
 
         Example:
             >>> from state_random import RandomState
@@ -175,6 +206,16 @@ class DiscreteSamplers:
         value checks). ``dtype`` may be an integer or a floating dtype
         (``jax.random.binomial`` is float; the result is cast).
 
+        Args:
+            n: the number of trials, a whole number ``>= 0``.
+            p: the success probability, in ``[0, 1]``.
+            size: the output shape (an int or a tuple of ints); None: the broadcast shape of the parameters.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: an integer or floating dtype; None: JAX's default int.
+            check_valid: check host values of the parameters (``n`` whole and ``>= 0``, ``p`` in ``[0, 1]``); False
+                skips the check.
+
         Example:
             >>> from state_random import RandomState
             >>> RandomState(0).binomial(10, 1.0, size=2)
@@ -199,6 +240,13 @@ class DiscreteSamplers:
     ) -> jax.Array:
         """Poisson counts with rate ``lam`` (int32 by default).
 
+        Args:
+            lam: the rate, ``>= 0``.
+            size: the output shape (an int or a tuple of ints); None: the broadcast shape of the parameters.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: an integer dtype for the samples; None: JAX's default int (int32 unless x64 is enabled).
+
         Example:
             >>> from state_random import RandomState
             >>> RandomState(0).poisson(0.0, size=3)
@@ -215,6 +263,13 @@ class DiscreteSamplers:
         self, p: ArrayLike, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None
     ) -> jax.Array:
         """Number of Bernoulli(``p``) trials up to and including the first success (>= 1).
+
+        Args:
+            p: the success probability of each trial, in ``(0, 1]``.
+            size: the output shape (an int or a tuple of ints); None: the broadcast shape of the parameters.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: an integer dtype for the samples; None: JAX's default int (int32 unless x64 is enabled).
 
         Example:
             >>> from state_random import RandomState
@@ -238,6 +293,14 @@ class DiscreteSamplers:
         dtype: DTypeLike | None = None,
     ) -> jax.Array:
         """Failures before the ``n``-th success of Bernoulli(``p``) trials (a gamma-Poisson mixture).
+
+        Args:
+            n: the number of successes to reach, ``> 0``.
+            p: the success probability of each trial, in ``(0, 1]``.
+            size: the output shape (an int or a tuple of ints); None: the broadcast shape of the parameters.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: an integer dtype for the samples; None: JAX's default int (int32 unless x64 is enabled).
 
         Example:
             >>> from state_random import RandomState
@@ -269,6 +332,15 @@ class DiscreteSamplers:
 
         Exact: one uniform per item drawn, so the cost grows with ``nsample``.
 
+        Args:
+            ngood: the number of good items, a whole number ``>= 0``.
+            nbad: the number of bad items, a whole number ``>= 0``.
+            nsample: the number of items drawn, at most ``ngood + nbad``.
+            size: the output shape (an int or a tuple of ints); None: the broadcast shape of the parameters.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: an integer dtype for the samples; None: JAX's default int (int32 unless x64 is enabled).
+
         Example:
             >>> from state_random import RandomState
             >>> x = RandomState(0).hypergeometric(5, 5, 4, size=10)
@@ -292,6 +364,13 @@ class DiscreteSamplers:
     ) -> jax.Array:
         """Logarithmic-series samples (``>= 1``) with parameter ``0 <= p < 1``.
 
+        Args:
+            p: the parameter, in ``[0, 1)``.
+            size: the output shape (an int or a tuple of ints); None: the broadcast shape of the parameters.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: an integer dtype for the samples; None: JAX's default int (int32 unless x64 is enabled).
+
         Example:
             >>> from state_random import RandomState
             >>> bool((RandomState(0).logseries(0.6, size=5) >= 1).all())
@@ -308,6 +387,13 @@ class DiscreteSamplers:
         self, a: ArrayLike, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None
     ) -> jax.Array:
         """Zipf (zeta) samples ``>= 1`` with exponent ``a > 1``.
+
+        Args:
+            a: the exponent, ``> 1``.
+            size: the output shape (an int or a tuple of ints); None: the broadcast shape of the parameters.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: an integer dtype for the samples; None: JAX's default int (int32 unless x64 is enabled).
 
         Example:
             >>> from state_random import RandomState
@@ -336,6 +422,17 @@ class DiscreteSamplers:
         Drawn as successive binomials (exact, works with traced ``n``); the last
         category takes what remains, as in NumPy. ``check_valid=False`` skips the
         host value checks of ``n`` and ``pvals``.
+
+        Args:
+            n: the number of draws, a whole number ``>= 0``.
+            pvals: the category probabilities, shape ``(..., k)``; the last category takes what the others leave.
+            size: the batch shape of the counts (the ``k`` dimension is appended); None: the broadcast batch shape of
+                ``n`` and ``pvals``.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: an integer or floating dtype; None: JAX's default int.
+            check_valid: check host values of the parameters (``n`` whole and ``>= 0``, ``pvals`` in ``[0, 1]`` with
+                ``sum(pvals[..., :-1]) <= 1``); False skips the check.
 
         Example:
             >>> from state_random import RandomState
@@ -375,6 +472,14 @@ class DiscreteSamplers:
     ) -> jax.Array:
         """Category indices drawn from unnormalised log-probabilities ``logits`` along ``axis``.
 
+        Args:
+            logits: unnormalised log-probabilities of the categories.
+            axis: the axis of ``logits`` that holds the categories.
+            size: the output shape; the batch shape of ``logits`` (its shape without ``axis``) must broadcast to it.
+                None: that batch shape.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+
         Example:
             >>> import jax.numpy as jnp
             >>> from state_random import RandomState
@@ -408,6 +513,15 @@ class DiscreteSamplers:
 
         ``a`` may also be a sequence of non-numbers (strings, objects): the result
         is then a NumPy array (or a single element) of those items.
+
+        Args:
+            a: the population: an int ``n`` (``arange(n)``), an array, or a sequence of any items.
+            size: the output shape; None: a single element.
+            replace: draw with replacement; False draws each element at most once.
+            p: the probability of each element, summing to 1; None: uniform.
+            axis: the axis of ``a`` to draw elements along.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
 
         Example:
             >>> from state_random import RandomState
@@ -459,6 +573,13 @@ class DiscreteSamplers:
     ) -> jax.Array:
         """A permuted copy of ``x`` along ``axis`` (for an int: a permutation of ``arange(x)``).
 
+        Args:
+            x: an int ``n`` (permute ``arange(n)``) or an array to permute.
+            axis: the axis to permute along.
+            independent: permute each slice along ``axis`` independently instead of moving whole slices.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+
         Example:
             >>> from state_random import RandomState
             >>> sorted(RandomState(0).permutation(4).tolist())
@@ -484,6 +605,12 @@ class DiscreteSamplers:
 
         JAX arrays are immutable, so unlike ``numpy.random.shuffle`` this does not work
         in place: use the returned array (``x = rng.shuffle(x)``).
+
+        Args:
+            x: the array to shuffle (at least one dimension).
+            axis: the axis to shuffle along.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
 
         Example:
             >>> import jax.numpy as jnp

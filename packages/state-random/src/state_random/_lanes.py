@@ -48,6 +48,9 @@ def split_for_lanes(key: Any, num_lanes: int) -> tuple[jax.Array, jax.Array]:
 def is_single_key(value: Any) -> bool:
     """True when ``value`` is one typed PRNG key (a scalar key array, possibly traced).
 
+    Args:
+        value: any object; raw ``uint32`` key data and key arrays give False.
+
     Example:
         >>> import jax
         >>> from state_random import is_single_key
@@ -60,6 +63,9 @@ def is_single_key(value: Any) -> bool:
 
 def is_random_state(obj: Any) -> bool:
     """True when ``obj`` is a ``RandomState`` (including subclasses).
+
+    Args:
+        obj: any object.
 
     Example:
         >>> import state_core

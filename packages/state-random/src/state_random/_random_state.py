@@ -261,8 +261,9 @@ class RandomState(UniformNormalSamplers, ContinuousSamplers, SpecialSamplers, Di
     def restore_value(self, value: Any) -> None:
         """Set the key without recording a write; raw ``uint32[..., 2]`` data is wrapped.
 
-        Anything that is neither a typed key nor raw key data is refused at once,
-        with a message naming this state.
+        Args:
+            value: a typed key or key array, or raw ``uint32[..., 2]`` key data. Anything
+                else is refused at once, with a message naming this state.
 
         Example:
             >>> import jax
@@ -278,10 +279,12 @@ class RandomState(UniformNormalSamplers, ContinuousSamplers, SpecialSamplers, Di
     def seed(self, seed_or_key: Any = None) -> None:
         """Reset the key: ``jax.random.key(seed)`` for an int, or install a given key.
 
-        ``seed_or_key`` is ``None`` (fresh OS entropy), an int (or a 0-d integer
-        array, which may be traced), a typed key or raw ``uint32[2]`` key data.
-        Floats, strings and bools are a ``TypeError`` and leave the key unchanged.
-        (Unlike the module-level ``seed``, this does not touch NumPy's generator.)
+        Unlike the module-level ``seed``, this does not touch NumPy's generator.
+
+        Args:
+            seed_or_key: ``None`` (fresh OS entropy), an int (or a 0-d integer array,
+                which may be traced), a typed key or raw ``uint32[2]`` key data. Floats,
+                strings and bools are a ``TypeError`` and leave the key unchanged.
 
         Example:
             >>> from state_random import RandomState
@@ -317,6 +320,10 @@ class RandomState(UniformNormalSamplers, ContinuousSamplers, SpecialSamplers, Di
 
     def set_key(self, key: ArrayLike | int) -> None:
         """Install ``key``: a typed key / key array, raw ``uint32[..., 2]`` data, or an int seed.
+
+        Args:
+            key: the key to install: a typed key or key array, raw ``uint32[..., 2]`` key
+                data (wrapped), or an int seed (``jax.random.key(key)``).
 
         Example:
             >>> import jax
@@ -372,8 +379,12 @@ class RandomState(UniformNormalSamplers, ContinuousSamplers, SpecialSamplers, Di
 
         ``parts = jax.random.split(K, 2)``: the state keeps ``parts[0]``, ``parts[1]``
         is returned; with ``n``: ``parts = split(K, n + 1)``, the state keeps
-        ``parts[0]`` and ``parts[1:]`` is returned. ``backup=True`` first saves ``K``
-        for ``restore_key()``. The split is atomic across threads.
+        ``parts[0]`` and ``parts[1:]`` is returned. The split is atomic across threads.
+
+        Args:
+            n: how many keys to return, an int ``>= 1`` (a key array of shape ``(n,)``);
+                None: one key.
+            backup: first save the current key for ``restore_key()``.
 
         Example:
             >>> import jax
@@ -411,6 +422,10 @@ class RandomState(UniformNormalSamplers, ContinuousSamplers, SpecialSamplers, Di
     def split_keys(self, n: int, backup: bool = False) -> jax.Array:
         """``n`` new keys (shape ``(n,)``); same as ``split_key(n, backup)``.
 
+        Args:
+            n: how many keys to return, an int ``>= 1``.
+            backup: first save the current key for ``restore_key()``.
+
         Example:
             >>> from state_random import RandomState
             >>> RandomState(0).split_keys(4).shape
@@ -421,9 +436,13 @@ class RandomState(UniformNormalSamplers, ContinuousSamplers, SpecialSamplers, Di
     def self_assign_multi_keys(self, n: int, backup: bool = True) -> None:
         """Replace the key by ``n`` keys split from it (shape ``(n,)``), for a mapping to hand out.
 
-        ``backup=True`` (the default, as in brainstate) saves the single key for
-        ``restore_key()``. Drawing directly from a state holding several keys is an
-        error; a mapping transform that declares the state's axis gives each lane one.
+        Drawing directly from a state holding several keys is an error; a mapping
+        transform that declares the state's axis gives each lane one.
+
+        Args:
+            n: how many keys, an int ``>= 1``.
+            backup: save the single key for ``restore_key()`` (the default, as in
+                brainstate).
 
         Example:
             >>> from state_random import RandomState

@@ -62,6 +62,14 @@ class SpecialSamplers:
     ) -> jax.Array:
         """F (Fisher-Snedecor) samples with ``dfnum`` and ``dfden`` degrees of freedom.
 
+        Args:
+            dfnum: the degrees of freedom of the numerator, ``> 0``.
+            dfden: the degrees of freedom of the denominator, ``> 0``.
+            size: the output shape (an int or a tuple of ints); None: the broadcast shape of the parameters.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: a floating dtype for the samples; None: JAX's default float (float32 unless x64 is enabled).
+
         Example:
             >>> from state_random import RandomState
             >>> bool((RandomState(0).f(5.0, 10.0, size=4) > 0).all())
@@ -85,6 +93,14 @@ class SpecialSamplers:
         dtype: DTypeLike | None = None,
     ) -> jax.Array:
         """Non-central chi-square samples (``df > 0`` degrees of freedom, non-centrality ``nonc >= 0``).
+
+        Args:
+            df: the degrees of freedom, ``> 0``.
+            nonc: the non-centrality, ``>= 0``.
+            size: the output shape (an int or a tuple of ints); None: the broadcast shape of the parameters.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: a floating dtype for the samples; None: JAX's default float (float32 unless x64 is enabled).
 
         Example:
             >>> from state_random import RandomState
@@ -110,6 +126,15 @@ class SpecialSamplers:
         dtype: DTypeLike | None = None,
     ) -> jax.Array:
         """Non-central F samples: ``(noncentral_chisquare(dfnum, nonc) / dfnum) / (chisquare(dfden) / dfden)``.
+
+        Args:
+            dfnum: the degrees of freedom of the numerator, ``> 0``.
+            dfden: the degrees of freedom of the denominator, ``> 0``.
+            nonc: the non-centrality of the numerator, ``>= 0``.
+            size: the output shape (an int or a tuple of ints); None: the broadcast shape of the parameters.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: a floating dtype for the samples; None: JAX's default float (float32 unless x64 is enabled).
 
         Example:
             >>> from state_random import RandomState
@@ -141,6 +166,15 @@ class SpecialSamplers:
     ) -> jax.Array:
         """Triangular samples on ``[left, right]`` peaking at ``mode`` (``left <= mode <= right``).
 
+        Args:
+            left: the lower end.
+            mode: the peak, in ``[left, right]``.
+            right: the upper end, ``> left``.
+            size: the output shape (an int or a tuple of ints); None: the broadcast shape of the parameters.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: a floating dtype for the samples; None: JAX's default float (float32 unless x64 is enabled).
+
         Example:
             >>> from state_random import RandomState
             >>> x = RandomState(0).triangular(-1.0, 0.0, 2.0, size=6)
@@ -167,6 +201,14 @@ class SpecialSamplers:
         dtype: DTypeLike | None = None,
     ) -> jax.Array:
         """Von Mises (circular normal) angles in ``[-pi, pi)`` with mean ``mu`` and concentration ``kappa``.
+
+        Args:
+            mu: the mean angle.
+            kappa: the concentration, ``>= 0`` (0 is uniform on the circle).
+            size: the output shape (an int or a tuple of ints); None: the broadcast shape of the parameters.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: a floating dtype for the samples; None: JAX's default float (float32 unless x64 is enabled).
 
         Example:
             >>> import numpy as np
@@ -196,6 +238,14 @@ class SpecialSamplers:
 
         Uses ``IG(mean, scale) = scale * IG(mean / scale, 1)`` and ``jax.random.wald``.
 
+        Args:
+            mean: the mean, ``> 0``.
+            scale: the shape parameter (often called lambda), ``> 0``.
+            size: the output shape (an int or a tuple of ints); None: the broadcast shape of the parameters.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: a floating dtype for the samples; None: JAX's default float (float32 unless x64 is enabled).
+
         Example:
             >>> from state_random import RandomState
             >>> bool((RandomState(0).wald(1.0, 2.0, size=5) > 0).all())
@@ -214,6 +264,13 @@ class SpecialSamplers:
         self, alpha: ArrayLike, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None
     ) -> jax.Array:
         """Dirichlet samples; the output shape is ``size + alpha.shape[-1:]``.
+
+        Args:
+            alpha: the concentrations, shape ``(..., k)``, all ``> 0``.
+            size: the batch shape of the samples (the ``k`` dimension is appended); None: ``alpha.shape[:-1]``.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: a floating dtype for the samples; None: JAX's default float (float32 unless x64 is enabled).
 
         Example:
             >>> import jax.numpy as jnp
@@ -236,6 +293,13 @@ class SpecialSamplers:
         self, n: int, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None
     ) -> jax.Array:
         """Uniformly (Haar) distributed orthogonal ``n x n`` matrices; shape ``size + (n, n)``.
+
+        Args:
+            n: the matrix size, an int ``>= 1``.
+            size: the batch shape (``(n, n)`` is appended); None: a single matrix.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: a floating dtype for the samples; None: JAX's default float (float32 unless x64 is enabled).
 
         Example:
             >>> import jax.numpy as jnp

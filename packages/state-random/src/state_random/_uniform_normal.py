@@ -56,6 +56,12 @@ class UniformNormalSamplers:
     def rand(self, *dn: int, key: ArrayLike | None = None, dtype: DTypeLike | None = None) -> jax.Array:
         """Uniform samples in ``[0, 1)`` of shape ``dn`` (``rand()`` is a scalar).
 
+        Args:
+            *dn: the output shape, one int per dimension (none: a single sample).
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: a floating dtype for the samples; None: JAX's default float (float32 unless x64 is enabled).
+
         Example:
             >>> from state_random import RandomState
             >>> x = RandomState(0).rand(2, 3)
@@ -68,6 +74,12 @@ class UniformNormalSamplers:
     def randn(self, *dn: int, key: ArrayLike | None = None, dtype: DTypeLike | None = None) -> jax.Array:
         """Standard-normal samples of shape ``dn``.
 
+        Args:
+            *dn: the output shape, one int per dimension (none: a single sample).
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: a floating dtype for the samples; None: JAX's default float (float32 unless x64 is enabled).
+
         Example:
             >>> from state_random import RandomState
             >>> RandomState(0).randn(4).shape
@@ -78,6 +90,12 @@ class UniformNormalSamplers:
 
     def random(self, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None) -> jax.Array:
         """Uniform samples in ``[0, 1)`` of shape ``size``.
+
+        Args:
+            size: the output shape (an int or a tuple of ints); None: a single sample.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: a floating dtype for the samples; None: JAX's default float (float32 unless x64 is enabled).
 
         Example:
             >>> from state_random import RandomState
@@ -91,6 +109,12 @@ class UniformNormalSamplers:
     ) -> jax.Array:
         """NumPy's name for ``random``: uniform samples in ``[0, 1)``.
 
+        Args:
+            size: the output shape (an int or a tuple of ints); None: a single sample.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: a floating dtype for the samples; None: JAX's default float (float32 unless x64 is enabled).
+
         Example:
             >>> from state_random import RandomState
             >>> bool((RandomState(0).random_sample(3) == RandomState(0).random(3)).all())
@@ -101,6 +125,12 @@ class UniformNormalSamplers:
     def ranf(self, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None) -> jax.Array:
         """NumPy's alias of ``random_sample``: uniform samples in ``[0, 1)``.
 
+        Args:
+            size: the output shape (an int or a tuple of ints); None: a single sample.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: a floating dtype for the samples; None: JAX's default float (float32 unless x64 is enabled).
+
         Example:
             >>> from state_random import RandomState
             >>> RandomState(0).ranf((2,)).shape
@@ -110,6 +140,12 @@ class UniformNormalSamplers:
 
     def sample(self, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None) -> jax.Array:
         """NumPy's alias of ``random_sample``: uniform samples in ``[0, 1)``.
+
+        Args:
+            size: the output shape (an int or a tuple of ints); None: a single sample.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: a floating dtype for the samples; None: JAX's default float (float32 unless x64 is enabled).
 
         Example:
             >>> from state_random import RandomState
@@ -130,6 +166,14 @@ class UniformNormalSamplers:
         """Uniform samples in ``[low, high)`` (``jax.random.uniform(k, shape, dtype, low, high)``).
 
         ``low`` must be less than ``high`` (checked for host values).
+
+        Args:
+            low: the lower bound (included); an array broadcasts with ``high``.
+            high: the upper bound (excluded).
+            size: the output shape (an int or a tuple of ints); None: the broadcast shape of the parameters.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: a floating dtype for the samples; None: JAX's default float (float32 unless x64 is enabled).
 
         Example:
             >>> from state_random import RandomState
@@ -157,6 +201,14 @@ class UniformNormalSamplers:
 
         ``loc=None`` / ``scale=None`` mean 0 and 1 (as in brainstate).
 
+        Args:
+            loc: the mean; None means 0.
+            scale: the standard deviation, ``>= 0``; None means 1.
+            size: the output shape (an int or a tuple of ints); None: the broadcast shape of the parameters.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: a floating dtype for the samples; None: JAX's default float (float32 unless x64 is enabled).
+
         Example:
             >>> import jax.numpy as jnp
             >>> from state_random import RandomState
@@ -170,6 +222,12 @@ class UniformNormalSamplers:
         self, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None
     ) -> jax.Array:
         """Standard-normal samples of shape ``size``.
+
+        Args:
+            size: the output shape (an int or a tuple of ints); None: a single sample.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: a floating dtype for the samples; None: JAX's default float (float32 unless x64 is enabled).
 
         Example:
             >>> from state_random import RandomState
@@ -198,6 +256,17 @@ class UniformNormalSamplers:
         shape) * scale + loc``. With ``check_valid`` (the default) host values are
         checked: ``scale > 0``, ``lower < upper``, and ``loc`` within 2 ``scale`` of
         ``[lower, upper]`` (farther out the sampler loses accuracy).
+
+        Args:
+            lower: the lower bound of the samples (in output units).
+            upper: the upper bound of the samples (in output units).
+            size: the output shape (an int or a tuple of ints); None: the broadcast shape of the parameters.
+            loc: the mean of the normal before truncation.
+            scale: its standard deviation, ``> 0``.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: a floating dtype for the samples; None: JAX's default float (float32 unless x64 is enabled).
+            check_valid: check host values of the parameters (the conditions above); False skips the check.
 
         Example:
             >>> from state_random import RandomState
@@ -229,6 +298,14 @@ class UniformNormalSamplers:
     ) -> jax.Array:
         """``exp(N(mean, sigma))`` samples: ``jax.random.lognormal(k, sigma, shape) * exp(mean)``.
 
+        Args:
+            mean: the mean of the underlying normal; None means 0.
+            sigma: the standard deviation of the underlying normal, ``>= 0``; None means 1.
+            size: the output shape (an int or a tuple of ints); None: the broadcast shape of the parameters.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: a floating dtype for the samples; None: JAX's default float (float32 unless x64 is enabled).
+
         Example:
             >>> from state_random import RandomState
             >>> bool((RandomState(0).lognormal(size=5) > 0).all())
@@ -257,6 +334,16 @@ class UniformNormalSamplers:
         ``method`` is ``'cholesky'``, ``'eigh'`` or ``'svd'`` (as in ``jax.random``).
         A host ``cov`` must be symmetric positive semi-definite.
 
+        Args:
+            mean: the mean vector(s), shape ``(..., n)``.
+            cov: the covariance matrix (or matrices), shape ``(..., n, n)``.
+            size: the batch shape of the samples (the vector dimension is appended); None: the broadcast batch shape of
+                ``mean`` and ``cov``.
+            method: how ``cov`` is factorised: ``'cholesky'``, ``'eigh'`` or ``'svd'``.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+            dtype: a floating dtype for the samples; None: JAX's default float (float32 unless x64 is enabled).
+
         Example:
             >>> import jax.numpy as jnp
             >>> from state_random import RandomState
@@ -284,6 +371,12 @@ class UniformNormalSamplers:
 
         The dtype is ``dtype``, else ``input``'s floating dtype, else the default float.
 
+        Args:
+            input: an array (or anything with a shape) whose shape the samples take.
+            dtype: a floating dtype; None: ``input``'s floating dtype, else JAX's default float.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
+
         Example:
             >>> import jax.numpy as jnp
             >>> from state_random import RandomState
@@ -298,6 +391,12 @@ class UniformNormalSamplers:
         self, input: ArrayLike, dtype: DTypeLike | None = None, *, key: ArrayLike | None = None
     ) -> jax.Array:
         """Standard-normal samples with the shape of ``input`` (PyTorch's ``randn_like``).
+
+        Args:
+            input: an array (or anything with a shape) whose shape the samples take.
+            dtype: a floating dtype; None: ``input``'s floating dtype, else JAX's default float.
+            key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
+                stream's own; the stream is then left unchanged.
 
         Example:
             >>> import jax.numpy as jnp
