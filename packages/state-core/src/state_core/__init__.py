@@ -14,7 +14,7 @@ Example:
     Array(3., dtype=float32)
 """
 
-from . import engine, filter
+from . import engine, environ, filter, units
 from .__about__ import __version__
 from ._cache import clear_caches
 from ._collection import StateDict, collect_states, states_of_callable
@@ -57,6 +57,8 @@ __all__ = [
     "__version__",
     "filter",
     "engine",
+    "environ",
+    "units",
     "State",
     "ShortTermState",
     "LongTermState",

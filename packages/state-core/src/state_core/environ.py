@@ -1,0 +1,86 @@
+"""The simulation environment: ``dt``, ``t``, ``i``, ``fit``, the precision and your own settings.
+
+brainstate's ``brainstate.environ`` under the same names. ``set`` stores global
+settings; ``context`` sets values for a ``with`` block (per thread, nestable,
+restored on exit); ``get`` reads the innermost value.
+
+Example:
+    >>> from state_core import environ
+    >>> with environ.context(dt=0.1, t=0.0):
+    ...     environ.get_dt(), environ.get('t')
+    (0.1, 0.0)
+"""
+
+from ._environ import (
+    DEFAULT_PRECISION,
+    DT,
+    FIT,
+    HOST_DEVICE_COUNT,
+    JIT_ERROR_CHECK,
+    PLATFORM,
+    PRECISION,
+    SUPPORTED_PLATFORMS,
+    SUPPORTED_PRECISIONS,
+    I,
+    T,
+    all,
+    context,
+    dctype,
+    dftype,
+    ditype,
+    dutype,
+    get,
+    get_dt,
+    get_host_device_count,
+    get_platform,
+    get_precision,
+    list_registered_behaviors,
+    pop,
+    reads_unchanged,
+    record_reads,
+    register_default_behavior,
+    reset,
+    set,
+    set_host_device_count,
+    set_platform,
+    set_precision,
+    tolerance,
+    unregister_default_behavior,
+)
+
+__all__ = [
+    "set",
+    "get",
+    "all",
+    "pop",
+    "context",
+    "reset",
+    "get_dt",
+    "set_precision",
+    "get_precision",
+    "dftype",
+    "ditype",
+    "dutype",
+    "dctype",
+    "tolerance",
+    "set_platform",
+    "get_platform",
+    "set_host_device_count",
+    "get_host_device_count",
+    "register_default_behavior",
+    "unregister_default_behavior",
+    "list_registered_behaviors",
+    "record_reads",
+    "reads_unchanged",
+    "I",
+    "T",
+    "DT",
+    "PRECISION",
+    "PLATFORM",
+    "HOST_DEVICE_COUNT",
+    "JIT_ERROR_CHECK",
+    "FIT",
+    "DEFAULT_PRECISION",
+    "SUPPORTED_PLATFORMS",
+    "SUPPORTED_PRECISIONS",
+]
