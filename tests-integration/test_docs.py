@@ -124,7 +124,15 @@ def test_site_builds_strictly(tmp_path):
 
 
 # The modules the API reference renders (docs/api/*.md), and the names it shows.
-API_MODULES = ("state_core", "state_core.filter", "state_random", "state_transform", "state_nn")
+API_MODULES = (
+    "state_core",
+    "state_core.filter",
+    "state_core.environ",
+    "state_core.units",
+    "state_random",
+    "state_transform",
+    "state_nn",
+)
 
 
 def _public_api():
