@@ -3,7 +3,10 @@
 This is the lowest layer of the state stack. It holds the ``State`` family,
 filters that select states, collections of states gathered from object graphs,
 and the tracing engine (``StateTraceStack``, ``catch_new_states``,
-``StatefulFunction``) on which every state-aware transformation is built.
+``StatefulFunction``) on which every state-aware transformation is built. Every
+layer also reads ``environ``, the simulation environment (``dt``, ``t``, ``i``,
+``fit``, the precision), and ``units`` recognises brainunit quantities without
+importing brainunit.
 
 Example:
     >>> import jax.numpy as jnp

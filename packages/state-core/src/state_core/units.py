@@ -26,7 +26,7 @@ from typing import Any
 
 import jax
 
-__all__ = ["quantity_types", "is_quantity", "split_unit", "with_unit", "unit_library", "unit_text"]
+__all__ = ["quantity_types", "is_quantity", "split_unit", "with_unit", "unit_library"]
 
 # Libraries whose ``Quantity`` is a pytree of (mantissa, unit). brainunit >= 0.1
 # re-exports saiunit's class; older brainunit releases had their own.
@@ -105,19 +105,6 @@ def unit_library(x: Any) -> Any:
     if not is_quantity(x):
         return None
     return sys.modules[type(x).__module__.partition(".")[0]]
-
-
-def unit_text(x: Any) -> str:
-    """The unit of ``x`` for messages: its unit's name, or ``'no unit'`` for plain values.
-
-    Example:
-        >>> from state_core.units import unit_text
-        >>> unit_text(1.0)
-        'no unit'
-    """
-    if not is_quantity(x):
-        return "no unit"
-    return "unit 1 (dimensionless)" if x.dim.is_dimensionless else f"unit {x.unit}"
 
 
 def describe_unit_mismatch(old: Any, new: Any) -> str | None:
