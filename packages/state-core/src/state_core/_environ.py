@@ -45,7 +45,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from ._errors import StateLeakError
@@ -59,13 +58,6 @@ __all__ = [
     "context",
     "reset",
     "get_dt",
-    "set_precision",
-    "get_precision",
-    "dftype",
-    "ditype",
-    "dutype",
-    "dctype",
-    "tolerance",
     "set_platform",
     "get_platform",
     "set_host_device_count",
@@ -73,8 +65,6 @@ __all__ = [
     "register_default_behavior",
     "unregister_default_behavior",
     "list_registered_behaviors",
-    "record_reads",
-    "reads_unchanged",
     "I",
     "T",
     "DT",
@@ -494,18 +484,8 @@ def reset() -> None:
         _GLOBAL.traced.clear()
 
 
-# ---------------------------------------------------------------------------- precision and dtypes
-_FLOAT: dict[int | str, Any] = {
-    64: np.float64,
-    32: np.float32,
-    16: np.float16,
-    "bf16": jnp.bfloat16,
-    8: jnp.float8_e5m2,
-}
-_INT: dict[int | str, Any] = {64: np.int64, 32: np.int32, 16: np.int16, "bf16": np.int16, 8: np.int8}
-_UINT: dict[int | str, Any] = {64: np.uint64, 32: np.uint32, 16: np.uint16, "bf16": np.uint16, 8: np.uint8}
-
-
+# ---------------------------------------------------------------------------- precision
+# (the dtype functions are in _environ_dtypes; these two are what get/set/context need)
 def _default_precision() -> int:
     # Not stored: an unset precision follows JAX's own default float.
     return 64 if jax.config.read("jax_enable_x64") else DEFAULT_PRECISION
@@ -513,112 +493,6 @@ def _default_precision() -> int:
 
 def _apply_precision(precision: int | str) -> None:
     jax.config.update("jax_enable_x64", precision == 64)
-
-
-def _precision() -> int | str:
-    return _canonical_precision(get(PRECISION))
-
-
-def set_precision(precision: int | str) -> None:
-    """Set the global precision: 8, 16, 32, 64 or ``'bf16'`` (``'64'`` and the like are accepted).
-
-    It picks the dtypes of ``dftype()`` and the others, and, as in brainstate, sets
-    ``jax_enable_x64`` (on for 64, off otherwise).
-
-    Args:
-        precision: the precision.
-
-    Raises:
-        ValueError: for an unsupported precision.
-
-    Example:
-        >>> from state_core import environ
-        >>> with environ.context(precision=16):
-        ...     environ.get_precision(), environ.dftype()
-        (16, <class 'numpy.float16'>)
-    """
-    set(precision=precision)
-
-
-def get_precision() -> int:
-    """The precision in bits: 8, 16, 32 or 64 (``'bf16'`` counts as 16).
-
-    Unset, it is 32, or 64 when ``jax_enable_x64`` is on.
-
-    Example:
-        >>> from state_core import environ
-        >>> environ.get_precision()
-        32
-        >>> with environ.context(precision='bf16'):
-        ...     environ.get_precision()
-        16
-    """
-    precision = _precision()
-    return 16 if precision == "bf16" else int(precision)
-
-
-def dftype() -> Any:
-    """The default floating dtype of the current precision (``np.float32`` at 32, ``jnp.bfloat16`` at ``'bf16'``).
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> from state_core import environ
-        >>> jnp.zeros(2, dtype=environ.dftype()).dtype
-        dtype('float32')
-    """
-    return _FLOAT[_precision()]
-
-
-def ditype() -> Any:
-    """The default signed integer dtype of the current precision (``np.int32`` at 32).
-
-    Example:
-        >>> from state_core import environ
-        >>> environ.ditype()
-        <class 'numpy.int32'>
-    """
-    return _INT[_precision()]
-
-
-def dutype() -> Any:
-    """The default unsigned integer dtype of the current precision (``np.uint32`` at 32).
-
-    Example:
-        >>> from state_core import environ
-        >>> environ.dutype()
-        <class 'numpy.uint32'>
-    """
-    return _UINT[_precision()]
-
-
-def dctype() -> Any:
-    """The default complex dtype: ``np.complex128`` at precision 64, ``np.complex64`` otherwise.
-
-    Example:
-        >>> from state_core import environ
-        >>> environ.dctype()
-        <class 'numpy.complex64'>
-    """
-    return np.complex128 if _precision() == 64 else np.complex64
-
-
-def tolerance() -> np.ndarray:
-    """A comparison tolerance for the current precision: 1e-12 at 64, 1e-5 at 32, 1e-2 below.
-
-    Returns:
-        A NumPy scalar array of the precision's float dtype (float16 below 32).
-
-    Example:
-        >>> from state_core import environ
-        >>> environ.tolerance()
-        array(1.e-05, dtype=float32)
-    """
-    bits = get_precision()
-    if bits == 64:
-        return np.asarray(1e-12, dtype=np.float64)
-    if bits == 32:
-        return np.asarray(1e-5, dtype=np.float32)
-    return np.asarray(1e-2, dtype=np.float16)
 
 
 # ---------------------------------------------------------------------------- platform and devices
@@ -754,86 +628,3 @@ def list_registered_behaviors() -> list[str]:
         []
     """
     return list(_GLOBAL.behaviors)
-
-
-# ---------------------------------------------------------------------------- for transformations
-@contextlib.contextmanager
-def record_reads() -> Iterator[dict[str, Any]]:
-    """Record the settings read inside the block that come from outside it (for transformation authors).
-
-    A value read while a function is traced becomes a constant of the compiled
-    program, so a transformation that caches programs should trace inside this
-    block, keep the dict it yields (``key -> value``, ``<unset>`` for settings read
-    while unset) and reuse a program only while ``reads_unchanged(reads)``.
-    Values set by ``context`` blocks opened inside the recorded region belong to
-    the traced function itself and are not recorded.
-
-    Yields:
-        The dict of reads, filled while the block runs.
-
-    Example:
-        >>> from state_core import environ
-        >>> with environ.context(dt=0.1):
-        ...     with environ.record_reads() as reads:
-        ...         with environ.context(t=1.0):
-        ...             _ = environ.get('t'), environ.get_dt(), environ.get('fit', False)
-        >>> reads
-        {'dt': 0.1, 'fit': <unset>}
-    """
-    local = _LOCAL
-    entry: tuple[int, dict[str, Any]] = (local.depth, {})
-    local.recorders.append(entry)
-    try:
-        yield entry[1]
-    finally:
-        local.recorders.remove(entry)
-
-
-def reads_unchanged(reads: dict[str, Any]) -> bool:
-    """Whether every setting in ``reads`` (from ``record_reads``) still has the recorded value.
-
-    Numbers, strings and other hashable plain values compare by value; arrays and
-    quantities by type, shape, dtype, unit and elements; tracers only by identity.
-
-    Example:
-        >>> from state_core import environ
-        >>> with environ.record_reads() as reads:
-        ...     _ = environ.get('fit', True)
-        >>> environ.reads_unchanged(reads)
-        True
-        >>> with environ.context(fit=False):
-        ...     environ.reads_unchanged(reads)
-        False
-    """
-    local = _LOCAL
-    for key, value in reads.items():
-        current = _lookup(local, key)[0]
-        if not _same_value(current, value):
-            return False
-    return True
-
-
-def _same_value(a: Any, b: Any) -> bool:
-    if a is b:
-        return True
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, (bool, int, float, complex, str, bytes, type(None))):
-        return bool(a == b)
-    a_leaves, a_def = jax.tree.flatten(a)
-    b_leaves, b_def = jax.tree.flatten(b)
-    if a_def != b_def:  # type: ignore[operator]  # jaxlib PyTreeDef stub not found
-        return False
-    return builtins.all(_same_leaf(x, y) for x, y in zip(a_leaves, b_leaves, strict=True))
-
-
-def _same_leaf(x: Any, y: Any) -> bool:
-    if x is y:
-        return True
-    if is_tracer(x) or is_tracer(y):
-        return False
-    if isinstance(x, (np.ndarray, np.generic, jax.Array)) and isinstance(y, (np.ndarray, np.generic, jax.Array)):
-        return bool(x.shape == y.shape and x.dtype == y.dtype and np.array_equal(np.asarray(x), np.asarray(y)))
-    if isinstance(x, (bool, int, float, complex, str)) and type(x) is type(y):
-        return bool(x == y)
-    return False

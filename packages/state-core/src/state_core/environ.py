@@ -25,28 +25,21 @@ from ._environ import (
     T,
     all,
     context,
-    dctype,
-    dftype,
-    ditype,
-    dutype,
     get,
     get_dt,
     get_host_device_count,
     get_platform,
-    get_precision,
     list_registered_behaviors,
     pop,
-    reads_unchanged,
-    record_reads,
     register_default_behavior,
     reset,
     set,
     set_host_device_count,
     set_platform,
-    set_precision,
-    tolerance,
     unregister_default_behavior,
 )
+from ._environ_dtypes import dctype, dftype, ditype, dutype, get_precision, set_precision, tolerance
+from ._environ_reads import reads_unchanged, record_reads
 
 __all__ = [
     "set",
