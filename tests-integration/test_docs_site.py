@@ -44,6 +44,8 @@ DOCS = ROOT / "docs"
 API_MODULES = (
     "state_core",
     "state_core.filter",
+    "state_core.environ",
+    "state_core.units",
     "state_core.engine",
     "state_random",
     "state_transform",

@@ -42,6 +42,7 @@ DIRECT_DEPS = {
     "state-nn": {"jax", "numpy", "state-core", "state-random", "state-transform"},
 }
 OPTIONAL_DEPS = {
+    "state-core": ["brainunit<1,>=0.5; extra == 'units'"],
     "state-transform": ["tqdm<5,>=4.60; extra == 'progress'"],
     "state-nn": ["orbax-checkpoint<0.13,>=0.11.17; extra == 'checkpoint'"],
 }

@@ -240,10 +240,21 @@ def test_public_classes_live_in_state_nn():
         "Regularization",
         "L1Reg",
         "L2Reg",
+        "Dynamics",
+        "Prefetch",
     }
     for name in names:
         assert getattr(state_nn, name).__module__ == "state_nn"
-    assert set(state_nn.__all__) == names | {"__version__", "checkpoint"}
+    functions = {
+        "exp_euler_step",
+        "init_all_states",
+        "reset_all_states",
+        "receive_update_output",
+        "not_receive_update_output",
+        "receive_update_input",
+        "not_receive_update_input",
+    }
+    assert set(state_nn.__all__) == names | functions | {"__version__", "checkpoint"}
 
 
 def test_lower_layers_never_import_state_nn():

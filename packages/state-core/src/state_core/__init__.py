@@ -3,7 +3,10 @@
 This is the lowest layer of the state stack. It holds the ``State`` family,
 filters that select states, collections of states gathered from object graphs,
 and the tracing engine (``StateTraceStack``, ``catch_new_states``,
-``StatefulFunction``) on which every state-aware transformation is built.
+``StatefulFunction``) on which every state-aware transformation is built. Every
+layer also reads ``environ``, the simulation environment (``dt``, ``t``, ``i``,
+``fit``, the precision), and ``units`` recognises brainunit quantities without
+importing brainunit.
 
 Example:
     >>> import jax.numpy as jnp
@@ -14,7 +17,7 @@ Example:
     Array(3., dtype=float32)
 """
 
-from . import engine, filter
+from . import engine, environ, filter, units
 from .__about__ import __version__
 from ._cache import clear_caches
 from ._collection import StateDict, collect_states, states_of_callable
@@ -41,6 +44,8 @@ __all__ = [
     "__version__",
     "filter",
     "engine",
+    "environ",
+    "units",
     "State",
     "ShortTermState",
     "LongTermState",

@@ -26,6 +26,7 @@ from ._state_support import (
     check_state_value_tree,
     strict_state_checks,
 )
+from .units import describe_unit_mismatch
 
 __all__ = [
     "State",
@@ -335,6 +336,10 @@ class State(StateDisplay, Generic[T]):
         old_def = jax.tree.structure(self._value)
         new_def = jax.tree.structure(new_value)
         if old_def != new_def:  # type: ignore[operator]  # jaxlib PyTreeDef stub not found
+            # A quantity's unit is part of its pytree structure: say which units differ.
+            unit_problem = describe_unit_mismatch(self._value, new_value)
+            if unit_problem is not None:
+                raise ValueError(f"Cannot assign to {self.describe()}: {unit_problem}")
             raise ValueError(
                 f"Cannot assign to {self.describe()}: the new value has pytree structure "
                 f"{_describe_structure(new_value)} but the state holds "

@@ -4,7 +4,8 @@
 Module as an ensemble of members with ``state_transform.vmap2`` or ``pmap2``;
 ``Linear``, ``Dropout`` and ``Sequential`` are ready layers; ``Param`` is a
 parameter with a transform (``ClipT``, ``SoftplusT``) and a regulariser
-(``L1Reg``, ``L2Reg``).
+(``L1Reg``, ``L2Reg``). ``Dynamics`` is the base class of neuron and synapse
+models, stepped with ``exp_euler_step`` and the ``dt`` of ``state_core.environ``.
 
 Example:
     >>> import jax.numpy as jnp
@@ -22,6 +23,16 @@ Example:
 
 from . import checkpoint
 from .__about__ import __version__
+from ._collective import init_all_states, reset_all_states
+from ._dynamics import (
+    Dynamics,
+    Prefetch,
+    not_receive_update_input,
+    not_receive_update_output,
+    receive_update_input,
+    receive_update_output,
+)
+from ._exp_euler import exp_euler_step
 from ._layers import Dropout, Linear
 from ._map import Map
 from ._module import Module
@@ -47,5 +58,14 @@ __all__ = [
     "Regularization",
     "L1Reg",
     "L2Reg",
+    "Dynamics",
+    "Prefetch",
+    "exp_euler_step",
+    "receive_update_output",
+    "not_receive_update_output",
+    "receive_update_input",
+    "not_receive_update_input",
+    "init_all_states",
+    "reset_all_states",
     "checkpoint",
 ]

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import state_random
-from state_core import ParamState
+from state_core import ParamState, environ
 
 from ._module import Module, _is_int
 from ._sequential import ElementWiseBlock
@@ -139,7 +139,10 @@ class Dropout(ElementWiseBlock):
         rate: the drop probability, in ``[0, 1)``.
         deterministic: start in evaluation mode (no dropout). Switch with the
             ``deterministic`` attribute, ``train()`` / ``eval()``, or per call with
-            ``update(x, deterministic=...)`` (a Python bool).
+            ``update(x, deterministic=...)`` (a Python bool, which wins over the
+            rest). As in brainstate, ``state_core.environ``'s ``fit`` flag also
+            switches: under ``environ.context(fit=False)`` the layer is the
+            identity; unset or ``True``, the layer's own mode decides.
         name: an optional name for the layer.
         prob: brainstate's spelling, the *keep* probability (``rate = 1 - prob``);
             keyword only, so ``Dropout(0.1)`` always means ``rate=0.1``.
@@ -208,7 +211,11 @@ class Dropout(ElementWiseBlock):
         """
         x = jnp.asarray(x)
         if deterministic is None:
-            deterministic = self.deterministic
+            # brainstate's switch too: `environ.context(fit=False)` evaluates; unset, the layer's mode decides.
+            fit = environ.get(environ.FIT, True)
+            if not isinstance(fit, (bool, np.bool_)):
+                raise TypeError(f"Dropout: environ's `fit` flag must be a Python bool, got {type(fit).__name__}.")
+            deterministic = self.deterministic or not fit
         if not isinstance(deterministic, (bool, np.bool_)):
             raise TypeError(
                 "Dropout: deterministic must be a Python bool (it selects the program), got "

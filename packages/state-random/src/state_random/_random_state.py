@@ -19,6 +19,7 @@ from ._continuous import ContinuousSamplers
 from ._discrete import DiscreteSamplers
 from ._special import SpecialSamplers
 from ._uniform_normal import UniformNormalSamplers
+from ._units import add_unit_support
 
 __all__ = ["RandomState"]
 
@@ -539,3 +540,6 @@ for _name in dir(RandomState):
     ):
         _fn.__qualname__ = f"RandomState.{_name}"
 del _name, _fn
+
+# Quantities (brainunit) as sampler arguments, as brainstate's samplers take them.
+add_unit_support(RandomState)
