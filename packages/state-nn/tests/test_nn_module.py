@@ -243,7 +243,18 @@ def test_public_classes_live_in_state_nn():
     }
     for name in names:
         assert getattr(state_nn, name).__module__ == "state_nn"
-    assert set(state_nn.__all__) == names | {"__version__", "checkpoint"}
+    functions = {
+        "init_all_states",
+        "reset_all_states",
+        "clip_grad_norm",
+        *("tanh", "relu", "squareplus", "softplus", "soft_sign", "sigmoid", "silu", "swish", "log_sigmoid"),
+        *("elu", "leaky_relu", "hard_tanh", "celu", "selu", "gelu", "glu", "logsumexp", "log_softmax"),
+        *("softmax", "standardize", "one_hot", "relu6", "hard_sigmoid", "hard_silu", "hard_swish"),
+        *("hard_shrink", "rrelu", "mish", "soft_shrink", "prelu", "tanh_shrink", "softmin"),
+        *("sparse_plus", "sparse_sigmoid"),
+    }
+    assert all(callable(getattr(state_nn, name)) for name in functions)
+    assert set(state_nn.__all__) == names | functions | {"__version__", "checkpoint"}
 
 
 def test_lower_layers_never_import_state_nn():
