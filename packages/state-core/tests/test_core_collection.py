@@ -1,5 +1,6 @@
 """Unit tests of state collections (state_core._collection)."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -176,3 +177,59 @@ def test_states_of_callable():
     assert states_of_callable(lambda x: x) == {}
     assert states_of_callable(len) == {}
     assert states_of_callable(Linear) == {}  # a class, not an instance
+
+
+# ---------------------------------------------------------------- values in and out
+def _two_states():
+    w = ParamState(jnp.ones(2), name="w")
+    h = HiddenState(jnp.zeros(3), name="h")
+    return w, h, collect_states({"w": w, "h": h})
+
+
+def test_assign_values_checks_every_entry_before_writing():
+    w, _, states = _two_states()
+    # The first entry is fine, the second has the wrong structure: nothing is written.
+    with pytest.raises(ValueError, match="pytree structure"):
+        states.assign_values({("w",): jnp.full(2, 7.0), ("h",): (jnp.zeros(3),)})
+    assert_allclose(w.value, [1.0, 1.0])
+    with pytest.raises(KeyError, match=r"No state at path \('x',\) \(and 1 more\); the paths of this StateDict"):
+        states.assign_values({("w",): jnp.full(2, 7.0), ("x",): 1.0, ("y",): 2.0})
+    assert_allclose(w.value, [1.0, 1.0])
+
+
+def test_to_dict_values_is_to_values():
+    _, _, states = _two_states()
+    assert StateDict.to_dict_values is StateDict.to_values
+    values = states.to_dict_values()
+    assert type(values) is dict and list(values) == [("w",), ("h",)]
+    assert_allclose(values["w",], [1.0, 1.0])
+    assert_allclose(values["h",], [0.0, 0.0, 0.0])
+
+
+def test_assign_dict_values_needs_every_path_and_ignores_others():
+    w, h, states = _two_states()
+    params = states.filter(ParamState)
+    # Values of the whole collection assign the filtered one (brainstate's behaviour).
+    assert params.assign_dict_values({("w",): jnp.full(2, 3.0), ("h",): jnp.ones(3)}) is None
+    assert_allclose(w.value, [3.0, 3.0])
+    assert_allclose(h.value, [0.0, 0.0, 0.0])
+    with pytest.raises(KeyError, match=r"needs a value for every path of the StateDict; missing \[\('h',\)\]"):
+        states.assign_dict_values({("w",): jnp.zeros(2)})
+    assert_allclose(w.value, [3.0, 3.0])  # nothing written
+
+
+def test_a_state_given_to_jax_as_an_array_names_the_fix():
+    w, _, states = _two_states()
+    for call in (
+        lambda: jnp.zeros_like(w),
+        lambda: jnp.asarray(w),
+        lambda: jax.device_put(w),
+        lambda: jax.tree.map(jnp.zeros_like, states),
+    ):
+        with pytest.raises(TypeError, match=r"ParamState 'w' was given where JAX expects an array.*to_values\(\)"):
+            call()
+    unnamed = ParamState(jnp.ones(1))
+    with pytest.raises(TypeError, match=r"^ParamState was given where JAX expects an array"):
+        jnp.zeros_like(unnamed)
+    # Values pass as before.
+    assert_allclose(jax.tree.map(jnp.zeros_like, states.to_values())["w",], [0.0, 0.0])

@@ -195,3 +195,38 @@ def test_pickling_stays_refused_with_a_clear_message():
         pickle.dumps(s)
     with pytest.raises(TypeError, match=re.escape("use copy.deepcopy for an in-memory copy")):
         pickle.dumps(collect_states({"w": s}))
+
+
+def test_state_dict_ipython_display_uses_values():
+    class Printer:
+        def __init__(self):
+            self.parts = []
+
+        def text(self, t):
+            self.parts.append(t)
+
+    states = collect_states({"w": ParamState(jnp.ones(2)), "h": [HiddenState(jnp.arange(100.0))]})
+    p = Printer()
+    states._repr_pretty_(p, False)
+    assert p.parts == [
+        "StateDict(\n  w: ParamState = Array([1., 1.], dtype=float32),\n"
+        "  h.0: HiddenState = float32[100] min=0 max=99 mean=49.5\n)"
+    ]
+    p = Printer()
+    states._repr_pretty_(p, True)
+    assert p.parts == ["StateDict(...)"]
+
+
+def test_state_dict_ipython_pretty_printer_uses_the_hook():
+    pretty = pytest.importorskip("IPython.lib.pretty")
+    states = collect_states({"w": ParamState(jnp.ones(2))})
+    assert pretty.pretty(states) == "StateDict(\n  w: ParamState = Array([1., 1.], dtype=float32)\n)"
+
+
+def test_state_dict_treescope_rendering():
+    treescope = pytest.importorskip("treescope")
+    states = collect_states({"w": ParamState(jnp.arange(3.0), name="w"), "h": [HiddenState(jnp.zeros(1))]})
+    text = treescope.render_to_text(states)
+    assert text.startswith("StateDict({\n  ('w',):\n    ParamState(\n      name='w',\n      value=")
+    assert "[0., 1., 2.]" in text
+    assert "('h', 0):\n    HiddenState(value=<jax.Array([0.], dtype=float32)>)" in text

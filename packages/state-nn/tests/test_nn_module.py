@@ -246,14 +246,21 @@ def test_public_classes_live_in_state_nn():
     for name in names:
         assert getattr(state_nn, name).__module__ == "state_nn"
     functions = {
-        "exp_euler_step",
         "init_all_states",
         "reset_all_states",
+        "clip_grad_norm",
+        *("tanh", "relu", "squareplus", "softplus", "soft_sign", "sigmoid", "silu", "swish", "log_sigmoid"),
+        *("elu", "leaky_relu", "hard_tanh", "celu", "selu", "gelu", "glu", "logsumexp", "log_softmax"),
+        *("softmax", "standardize", "one_hot", "relu6", "hard_sigmoid", "hard_silu", "hard_swish"),
+        *("hard_shrink", "rrelu", "mish", "soft_shrink", "prelu", "tanh_shrink", "softmin"),
+        *("sparse_plus", "sparse_sigmoid"),
+        "exp_euler_step",
         "receive_update_output",
         "not_receive_update_output",
         "receive_update_input",
         "not_receive_update_input",
     }
+    assert all(callable(getattr(state_nn, name)) for name in functions)
     assert set(state_nn.__all__) == names | functions | {"__version__", "checkpoint"}
 
 

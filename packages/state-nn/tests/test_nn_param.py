@@ -99,6 +99,41 @@ def test_param_value_outside_the_transform_range_is_rejected():
         state_nn.Param(jnp.array([1.0, 0.0, 2.0]), t=state_nn.SoftplusT())
 
 
+def test_set_value_outside_the_transform_range_is_rejected_and_keeps_the_value():
+    # Before, set_value stored the NaN / -inf inverse silently, unlike the constructor.
+    p = state_nn.Param(jnp.array([1.0, 2.0]), t=state_nn.SoftplusT(), name="tau")
+    with pytest.raises(
+        ValueError,
+        match=r"Param 'tau'.set_value: 1 of 2 element\(s\) of value \(shape \(2,\)\) are outside the range of "
+        r"SoftplusT\(lower=0.0\)",
+    ):
+        p.set_value(jnp.array([3.0, -1.0]))
+    npt.assert_allclose(p.value(), [1.0, 2.0], rtol=1e-6)
+    assert bool(jnp.isfinite(p.val.value).all())
+    fixed = state_nn.Param(jnp.array([2.0]), t=state_nn.SoftplusT(1.0), fit=False)
+    with pytest.raises(ValueError, match=r"Param.set_value: 1 of 1 element\(s\)"):
+        fixed.set_value(jnp.array([1.0]))  # on the bound: the inverse is -inf
+    npt.assert_allclose(fixed.value(), [2.0], rtol=1e-6)
+
+
+def test_reset_to_prior_outside_the_range_names_reset_to_prior():
+    p = state_nn.Param(jnp.array([1.0]), t=state_nn.SoftplusT(), reg=state_nn.L2Reg())
+    with pytest.raises(ValueError, match=r"Param.reset_to_prior: 1 of 1 element\(s\)"):
+        p.reset_to_prior()  # the L2 prior's 0.0 is the softplus bound
+    npt.assert_allclose(p.value(), [1.0], rtol=1e-6)
+
+
+def test_set_value_of_a_traced_value_is_not_checked():
+    p = state_nn.Param(jnp.array([1.0, 2.0]), t=state_nn.SoftplusT())
+
+    @state_transform.jit
+    def assign(v):
+        p.set_value(v)
+
+    assign(jnp.array([4.0, 5.0]))
+    npt.assert_allclose(p.value(), [4.0, 5.0], rtol=1e-5)
+
+
 def test_fixed_param_and_const_are_not_states():
     p = state_nn.Param(jnp.array([1.0, -1.0]), reg=state_nn.L1Reg(), fit=False)
     assert list(p.states()) == [] and p.reg_loss() == 0.0

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, overload
 
 import jax
@@ -81,19 +81,87 @@ class StateDict(dict[Path, State[Any]]):
         return tuple(parts)
 
     def to_values(self) -> dict[Path, Any]:
-        """``path -> current value``."""
+        """``path -> current value``: a plain dict of arrays, the pytree optimisers and ``jax`` functions take.
+
+        A ``StateDict`` itself holds ``State`` objects, not arrays: hand
+        ``to_values()`` to code that expects arrays (``optax``'s ``init`` /
+        ``update`` / ``apply_updates``), and write results back with
+        ``assign_values``. ``to_dict_values`` is the same method (brainstate's
+        name).
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> from state_core import ParamState, collect_states
+            >>> states = collect_states({'w': ParamState(jnp.ones(2)), 'b': ParamState(0.0)})
+            >>> states.to_values()
+            {('w',): Array([1., 1.], dtype=float32), ('b',): 0.0}
+        """
         return {p: s.value for p, s in self.items()}
 
-    def assign_values(self, values: dict[Path, Any]) -> None:
-        """Write ``values`` (``path -> value``) into the states at those paths.
+    to_dict_values = to_values
+
+    def assign_values(self, values: Mapping[Path, Any]) -> None:
+        """Write ``values`` (``path -> value``) into the states at those paths; other states keep theirs.
+
+        Every path and every value's pytree structure is checked before the
+        first write, so a bad entry leaves all states unchanged.
 
         Args:
-            values: ``path -> value`` for some or all of the paths; an unknown path is a ``KeyError``.
+            values: new values keyed by paths of this collection (a subset is fine).
+
+        Raises:
+            KeyError: if a path is not in this collection.
+            ValueError: if a value's pytree structure differs from its state's.
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> from state_core import ParamState, collect_states
+            >>> states = collect_states({'w': ParamState(jnp.ones(2)), 'b': ParamState(0.0)})
+            >>> states.assign_values({('b',): 1.5})
+            >>> states[('b',)].value
+            1.5
         """
+        unknown = [path for path in values if path not in self]
+        if unknown:
+            more = f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""
+            known = f"{list(self)[:10]}{' ...' if len(self) > 10 else ''}"
+            raise KeyError(f"No state at path {unknown[0]!r}{more}; the paths of this StateDict are {known}.")
         for path, value in values.items():
-            if path not in self:
-                raise KeyError(f"No state at path {path!r}; known paths: {list(self)[:10]}...")
+            self[path]._check_write(value)
+        for path, value in values.items():
             self[path].value = value
+
+    def assign_dict_values(self, data: Mapping[Path, Any]) -> None:
+        """Write ``data[path]`` into every state of this collection (brainstate's ``assign_dict_values``).
+
+        Unlike ``assign_values``, every path of this collection must be in
+        ``data``; paths of ``data`` that are not in it are ignored, so a
+        filtered collection can be assigned from the values of a whole model.
+
+        Args:
+            data: ``path -> value`` with at least this collection's paths.
+
+        Raises:
+            KeyError: if a path of this collection is missing from ``data``
+                (nothing is written then).
+            ValueError: if a value's pytree structure differs from its state's.
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> from state_core import HiddenState, ParamState, collect_states
+            >>> states = collect_states({'w': ParamState(jnp.ones(2)), 'h': HiddenState(jnp.zeros(2))})
+            >>> params = states.filter(ParamState)
+            >>> params.assign_dict_values({('w',): jnp.zeros(2), ('h',): jnp.ones(2)})
+            >>> states.to_dict_values()
+            {('w',): Array([0., 0.], dtype=float32), ('h',): Array([0., 0.], dtype=float32)}
+        """
+        missing = [path for path in self if path not in data]
+        if missing:
+            raise KeyError(
+                f"assign_dict_values needs a value for every path of the StateDict; missing {missing[:5]}"
+                f"{' ...' if len(missing) > 5 else ''}. Use assign_values to write only some paths."
+            )
+        self.assign_values({path: data[path] for path in self})
 
     def paths_by_state(self) -> dict[int, Path]:
         """``id(state) -> path``, for naming states in messages."""
@@ -122,6 +190,22 @@ class StateDict(dict[Path, State[Any]]):
             for p, s in self.items()
         ]
         return "StateDict(\n  " + ",\n  ".join(lines) + "\n)"
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        # IPython / Jupyter display: the values, like ``str``.
+        printer.text("StateDict(...)" if cycle else str(self))
+
+    def __treescope_repr__(self, path: str | None, subtree_renderer: Any) -> Any:
+        """Render in treescope (notebooks) as a mapping ``path -> State``, each state with its value."""
+        from treescope import repr_lib  # treescope calls this hook, so it is installed
+
+        return repr_lib.render_dictionary_wrapper(
+            object_type=type(self),
+            wrapped_dict=dict(self),
+            path=path,
+            subtree_renderer=subtree_renderer,
+            roundtrippable=False,
+        )
 
 
 # A pytree that keeps insertion order (a plain dict would be sorted by key, which

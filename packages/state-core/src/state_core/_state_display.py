@@ -1,4 +1,4 @@
-"""How a ``State`` shows itself: ``repr`` (abstract values), ``str`` (values), IPython and treescope."""
+"""How a ``State`` shows itself: ``repr`` (abstract values), ``str`` (values), IPython, treescope, and to JAX."""
 
 from __future__ import annotations
 
@@ -16,6 +16,9 @@ class StateDisplay:
     """The display methods of ``State`` (a base class; it holds no data).
 
     ``repr`` shows the abstract value, ``str`` / IPython / treescope the values.
+    Handed to JAX where an array is expected (``jnp.zeros_like(state)``, an
+    optimizer's ``init`` given a ``StateDict``), a state raises a ``TypeError``
+    that says to pass its value.
 
     Example:
         >>> import jax.numpy as jnp
@@ -60,6 +63,25 @@ class StateDisplay:
             path=path,
             subtree_renderer=subtree_renderer,
             roundtrippable=False,
+        )
+
+    # -- to JAX -----------------------------------------------------------------------------
+    @property
+    def __jax_array__(self) -> Any:
+        """Refuse to stand in for an array, with a message that says what to pass instead.
+
+        JAX looks this attribute up on any object it is asked to treat as an
+        array; raising here turns "requires ndarray or scalar arguments" deep
+        inside a library (``optax.adam(...).init(model.states(ParamState))``)
+        into an error that names the state and the fix. It is a property so
+        that every lookup raises, whichever way JAX probes for it.
+        """
+        what = f"{type(self).__name__} {self._name!r}" if self._name is not None else type(self).__name__
+        raise TypeError(
+            f"{what} was given where JAX expects an array; a State is a container, "
+            "not an array. Pass its value (`state.value`); for a StateDict such as "
+            "`model.states(ParamState)`, pass `states.to_values()` (a dict path -> array) and write "
+            "the results back with `states.assign_values(...)`."
         )
 
     # -- misc -------------------------------------------------------------------------------

@@ -6,6 +6,9 @@ Module as an ensemble of members with ``state_transform.vmap2`` or ``pmap2``;
 parameter with a transform (``ClipT``, ``SoftplusT``) and a regulariser
 (``L1Reg``, ``L2Reg``). ``Dynamics`` is the base class of neuron and synapse
 models, stepped with ``exp_euler_step`` and the ``dt`` of ``state_core.environ``.
+brainstate's activation functions (``relu``, ``softmax``, ...), ``clip_grad_norm``
+and the function forms ``init_all_states(module, ...)`` /
+``reset_all_states(module, ...)`` are here under the same names.
 
 Example:
     >>> import jax.numpy as jnp
@@ -23,7 +26,38 @@ Example:
 
 from . import checkpoint
 from .__about__ import __version__
+from ._activations import (
+    celu,
+    elu,
+    gelu,
+    hard_shrink,
+    hard_sigmoid,
+    hard_silu,
+    hard_swish,
+    hard_tanh,
+    leaky_relu,
+    log_sigmoid,
+    mish,
+    prelu,
+    relu,
+    relu6,
+    rrelu,
+    selu,
+    sigmoid,
+    silu,
+    soft_shrink,
+    soft_sign,
+    softplus,
+    sparse_plus,
+    sparse_sigmoid,
+    squareplus,
+    swish,
+    tanh,
+    tanh_shrink,
+)
 from ._collective import init_all_states, reset_all_states
+from ._functional import glu, log_softmax, logsumexp, one_hot, softmax, softmin, standardize
+from ._grad_clip import clip_grad_norm
 from ._dynamics import (
     Dynamics,
     Prefetch,
@@ -67,5 +101,41 @@ __all__ = [
     "not_receive_update_input",
     "init_all_states",
     "reset_all_states",
+    "clip_grad_norm",
+    # activations and other functions, as in brainstate.nn
+    "tanh",
+    "relu",
+    "squareplus",
+    "softplus",
+    "soft_sign",
+    "sigmoid",
+    "silu",
+    "swish",
+    "log_sigmoid",
+    "elu",
+    "leaky_relu",
+    "hard_tanh",
+    "celu",
+    "selu",
+    "gelu",
+    "glu",
+    "logsumexp",
+    "log_softmax",
+    "softmax",
+    "standardize",
+    "one_hot",
+    "relu6",
+    "hard_sigmoid",
+    "hard_silu",
+    "hard_swish",
+    "hard_shrink",
+    "rrelu",
+    "mish",
+    "soft_shrink",
+    "prelu",
+    "tanh_shrink",
+    "softmin",
+    "sparse_plus",
+    "sparse_sigmoid",
     "checkpoint",
 ]

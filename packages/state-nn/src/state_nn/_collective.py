@@ -1,4 +1,4 @@
-"""``init_all_states`` / ``reset_all_states`` as functions, the way brainstate programs call them."""
+"""Function forms of the module-tree hooks: ``init_all_states(module, ...)``, ``reset_all_states(module, ...)``."""
 
 from __future__ import annotations
 
@@ -11,60 +11,81 @@ __all__ = ["init_all_states", "reset_all_states"]
 M = TypeVar("M", bound=Module)
 
 
-def _check(target: Any, fn: str) -> None:
+def _check_target(target: Any, what: str) -> None:
     if not isinstance(target, Module):
-        raise TypeError(f"{fn}: expected a state_nn.Module, got {type(target).__name__}.")
+        raise TypeError(f"{what} expects a state_nn.Module as its first argument, got {type(target).__name__}.")
 
 
-def init_all_states(target: M, *args: Any, **kwargs: Any) -> M:
-    """``target.init_all_states(*args, **kwargs)``, returning ``target`` (brainstate's ``nn.init_all_states``).
+def init_all_states(target: M, *args: Any, node_to_exclude: Any = None, **kwargs: Any) -> M:
+    """Run ``init_state(*args, **kwargs)`` on every module of ``target`` and return ``target``.
+
+    The function form of ``Module.init_all_states`` (brainstate's
+    ``brainstate.nn.init_all_states``): children before parents, each module
+    once, a ``Map`` handed the call as a whole.
 
     Args:
         target: the model.
-        *args: passed to every ``init_state`` hook.
-        **kwargs: passed to every ``init_state`` hook (for example ``batch_size=``).
+        *args: passed to every ``init_state``.
+        node_to_exclude: modules to skip (a Module, a class, a filter or a
+            ``(path, module) -> bool`` function); see ``Module.init_all_states``.
+        **kwargs: passed to every ``init_state``.
 
     Returns:
-        ``target``, so ``model = init_all_states(Model(...))`` works.
+        ``target`` itself, so ``model = init_all_states(Model(), batch_size=4)`` works.
 
     Raises:
-        TypeError: if ``target`` is not a Module.
+        TypeError: if ``target`` is not a ``Module``.
 
     Example:
         >>> import jax.numpy as jnp
         >>> import state_core, state_nn
-        >>> class Cell(state_nn.Dynamics):
-        ...     def init_state(self, batch_size=None, **kwargs):
-        ...         self.v = state_core.HiddenState(jnp.zeros(self.varshape))
-        >>> state_nn.init_all_states(Cell(3)).v.value
-        Array([0., 0., 0.], dtype=float32)
+        >>> class Cell(state_nn.Module):
+        ...     def init_state(self, batch_size=1, **kwargs):
+        ...         self.h = state_core.HiddenState(jnp.zeros((batch_size, 3)))
+        >>> cell = state_nn.init_all_states(Cell(), batch_size=2)
+        >>> cell.h.value.shape
+        (2, 3)
     """
-    _check(target, "init_all_states")
-    target.init_all_states(*args, **kwargs)
+    _check_target(target, "init_all_states")
+    if node_to_exclude is None:
+        target.init_all_states(*args, **kwargs)
+    else:
+        target.init_all_states(*args, node_to_exclude=node_to_exclude, **kwargs)
     return target
 
 
-def reset_all_states(target: M, *args: Any, **kwargs: Any) -> M:
-    """``target.reset_all_states(*args, **kwargs)``, returning ``target`` (brainstate's ``nn.reset_all_states``).
+def reset_all_states(target: M, *args: Any, node_to_exclude: Any = None, **kwargs: Any) -> M:
+    """Run ``reset_state(*args, **kwargs)`` on every module of ``target`` and return ``target``.
+
+    The function form of ``Module.reset_all_states`` (brainstate's
+    ``brainstate.nn.reset_all_states``).
 
     Args:
         target: the model.
-        *args: passed to every ``reset_state`` hook.
-        **kwargs: passed to every ``reset_state`` hook.
+        *args: passed to every ``reset_state``.
+        node_to_exclude: modules to skip; see ``Module.init_all_states``.
+        **kwargs: passed to every ``reset_state``.
 
     Returns:
-        ``target``.
+        ``target`` itself.
 
     Raises:
-        TypeError: if ``target`` is not a Module.
+        TypeError: if ``target`` is not a ``Module``.
 
     Example:
-        >>> import state_nn
-        >>> state_nn.reset_all_states(object())
-        Traceback (most recent call last):
-        ...
-        TypeError: reset_all_states: expected a state_nn.Module, got object.
+        >>> import jax.numpy as jnp
+        >>> import state_core, state_nn
+        >>> class Counter(state_nn.Module):
+        ...     def __init__(self):
+        ...         self.n = state_core.ShortTermState(jnp.ones(()))
+        ...     def reset_state(self, start=0.0):
+        ...         self.n.value = jnp.asarray(start, dtype=jnp.float32)
+        >>> state_nn.reset_all_states(Counter(), 5.0).n.value
+        Array(5., dtype=float32)
     """
-    _check(target, "reset_all_states")
-    target.reset_all_states(*args, **kwargs)
+    _check_target(target, "reset_all_states")
+    if node_to_exclude is None:
+        target.reset_all_states(*args, **kwargs)
+    else:
+        target.reset_all_states(*args, node_to_exclude=node_to_exclude, **kwargs)
     return target

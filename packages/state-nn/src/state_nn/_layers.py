@@ -137,8 +137,9 @@ class Dropout(ElementWiseBlock):
 
     Args:
         rate: the drop probability, in ``[0, 1)``.
-        deterministic: start in evaluation mode (no dropout). Switch with the
-            ``deterministic`` attribute, ``train()`` / ``eval()``, or per call with
+        deterministic: start in evaluation mode (no dropout). Switch a whole
+            model with ``train()`` / ``eval()``, this layer with its
+            ``deterministic`` (or ``training``) attribute, or one call with
             ``update(x, deterministic=...)`` (a Python bool, which wins over the
             rest). As in brainstate, ``state_core.environ``'s ``fit`` flag also
             switches: under ``environ.context(fit=False)`` the layer is the
@@ -182,18 +183,34 @@ class Dropout(ElementWiseBlock):
             raise TypeError("Dropout: missing the drop probability rate, e.g. Dropout(0.1).")
         if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0.0 <= rate < 1.0:
             raise ValueError(f"Dropout: rate must be a float in [0, 1), got {rate!r}.")
+        if not isinstance(deterministic, (bool, np.bool_)):
+            raise TypeError(
+                f"Dropout: deterministic must be a bool, got {type(deterministic).__name__} {deterministic!r}."
+            )
         self.rate = float(rate)
-        self.deterministic = bool(deterministic)
+        # A new layer is in no compiled program yet: set the mode without the cache reset.
+        self._training = not deterministic
 
-    def train(self) -> Dropout:
-        """Switch to training mode (dropout active); returns ``self``."""
-        self.deterministic = False
-        return self
+    @property
+    def deterministic(self) -> bool:
+        """Evaluation mode: ``True`` returns the input unchanged; the opposite of ``training``.
 
-    def eval(self) -> Dropout:
-        """Switch to evaluation mode (identity); returns ``self``."""
-        self.deterministic = True
-        return self
+        Example:
+            >>> import state_nn
+            >>> drop = state_nn.Dropout(0.5)
+            >>> drop.deterministic
+            False
+            >>> drop.deterministic = True
+            >>> drop.training
+            False
+        """
+        return not self.training
+
+    @deterministic.setter
+    def deterministic(self, value: bool) -> None:
+        if not isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"Dropout: deterministic must be a bool, got {type(value).__name__} {value!r}.")
+        self.training = not value
 
     def update(self, x: Any, deterministic: bool | None = None) -> jax.Array:
         """Apply dropout to ``x`` (identity when deterministic or ``rate == 0``).

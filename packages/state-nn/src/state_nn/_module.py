@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Hashable, Iterable, Iterator
-from typing import Any, overload
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from typing import Any, Self, overload
 
 import numpy as np
 
 import state_core
-import state_core.engine
 from state_core import State, StateDict
-from state_core.filter import FilterLike
+from state_core.filter import FilterLike, to_predicate
+
+from ._module_display import ModuleDisplay
 
 __all__ = ["Module"]
 
 Path = tuple[Hashable, ...]
-
-_REPR_GUARD = threading.local()
 
 
 def _module_children(obj: Any, path: Path) -> Iterator[tuple[Path, Any]]:
@@ -57,61 +55,60 @@ def _walk_modules(root: Module) -> list[tuple[Path, Module]]:
     return found
 
 
-def _hook_order(root: Module, hook_owner: str) -> list[Module]:
+def _hook_order(root: Module, hook_owner: str, exclude: Callable[[Path, Any], bool] | None = None) -> list[Module]:
     """Post-order (children before parents) list of the modules whose hooks run.
 
     A submodule that overrides ``hook_owner`` (``init_all_states`` /
     ``reset_all_states``), such as ``Map``, is treated as one unit: it is listed
     but not entered, and the caller runs its own ``hook_owner`` instead.
+    ``exclude(path, module)`` leaves a module out (its own submodules are still
+    visited, and may be excluded by the same predicate).
     """
     order: list[Module] = []
     seen: set[int] = {id(root)}
     base = getattr(Module, hook_owner)
-    # Each frame is (object, its child iterator); a Module is listed when its
+    # Each frame is (object, its path, its child iterator); a Module is listed when its
     # frame is popped, i.e. after all its children: post-order without recursion.
-    pending: list[tuple[Any, Iterator[tuple[Path, Any]]]] = [(root, _module_children(root, ()))]
+    pending: list[tuple[Any, Path, Iterator[tuple[Path, Any]]]] = [(root, (), _module_children(root, ()))]
     while pending:
-        owner, children = pending[-1]
+        owner, owner_path, children = pending[-1]
         item = next(children, None)
         if item is None:
             pending.pop()
-            if isinstance(owner, Module):
+            if isinstance(owner, Module) and not (exclude is not None and exclude(owner_path, owner)):
                 order.append(owner)
             continue
-        obj = item[1]
+        path, obj = item
         if not isinstance(obj, (Module, list, tuple, dict)) or id(obj) in seen:
             continue
         seen.add(id(obj))
         if isinstance(obj, Module) and getattr(type(obj), hook_owner) is not base:
-            order.append(obj)  # a self-contained unit (e.g. Map): listed, not entered
+            # A self-contained unit (e.g. Map): listed, not entered.
+            if exclude is None or not exclude(path, obj):
+                order.append(obj)
         else:
-            pending.append((obj, _module_children(obj, ())))
+            pending.append((obj, path, _module_children(obj, path)))
     return order
 
 
-def _contains_shown(value: Any, depth: int = 0) -> bool:
-    if isinstance(value, (State, Module)):
-        return True
-    if depth < 8 and isinstance(value, (list, tuple, dict)):
-        items = value.values() if isinstance(value, dict) else value
-        return any(_contains_shown(v, depth + 1) for v in items)
-    return False
+def _node_predicate(node_to_exclude: Any) -> Callable[[Path, Any], bool] | None:
+    """``node_to_exclude`` as a ``(path, module) -> bool`` predicate (``None`` when nothing is excluded).
 
+    Module objects (alone or in a tuple / list) match by identity; anything else
+    is a state filter (a class, a ``state_core.filter`` Filter, a
+    ``(path, module) -> bool`` function, ...), applied to ``(path, module)``.
+    """
+    if node_to_exclude is None:
+        return None
+    items = node_to_exclude if isinstance(node_to_exclude, (tuple, list)) else (node_to_exclude,)
+    targets = {id(m) for m in items if isinstance(m, Module)}
+    others = [f for f in items if not isinstance(f, Module)]
+    rest = to_predicate(tuple(others)) if others else None
 
-def _render(value: Any) -> str:
-    """Render a State, a Module, or a container of them (other items are left out)."""
-    if isinstance(value, (State, Module)):
-        return repr(value)
-    if isinstance(value, dict):
-        entries = [f"{k!r}: {_render(v)}" for k, v in value.items() if _contains_shown(v)]
-        open_, close = "{", "}"
-    else:
-        entries = [_render(v) for v in value if _contains_shown(v)]
-        open_, close = ("[", "]") if isinstance(value, list) else ("(", ")")
-    if not entries:
-        return open_ + close
-    body = ",\n".join("  " + e.replace("\n", "\n  ") for e in entries)
-    return f"{open_}\n{body}\n{close}"
+    def excluded(path: Path, module: Any) -> bool:
+        return id(module) in targets or (rest is not None and bool(rest(path, module)))
+
+    return excluded
 
 
 def _is_int(x: Any) -> bool:
@@ -162,7 +159,7 @@ def _direct_children(root: Module) -> list[tuple[Path, Module]]:
     return found
 
 
-class Module:
+class Module(ModuleDisplay):
     """Base class of stateful models: a container of States and sub-Modules.
 
     Subclasses assign ``State`` objects and other ``Module`` objects as attributes
@@ -208,8 +205,8 @@ class Module:
     _name: str | None = None
     _in_size: tuple[int, ...] | None = None
     _out_size: tuple[int, ...] | None = None
-    # Plain (non-State) attributes a subclass shows in its repr, after the states.
-    _repr_attrs: tuple[str, ...] = ()
+    # Modules start in training mode, as in PyTorch and flax.nnx; see ``train``.
+    _training: bool = True
     # NumPy then defers ``array >> module`` to ``Module.__rrshift__`` instead of
     # applying it element by element.
     __array_ufunc__ = None
@@ -591,13 +588,22 @@ class Module:
             Array(0., dtype=float32)
         """
 
-    def init_all_states(self, *args: Any, **kwargs: Any) -> None:
+    def init_all_states(self, *args: Any, node_to_exclude: Any = None, **kwargs: Any) -> None:
         """Call ``init_state(*args, **kwargs)`` on every submodule and then on this module.
 
         The order is post-order (children before their parents) and each module's
         hook runs at most once, even if the module is reachable by several paths.
         A submodule with its own ``init_all_states`` (such as ``Map``) is handed
-        the call as a whole.
+        the call as a whole (``node_to_exclude`` included).
+
+        Args:
+            *args: passed to every ``init_state``.
+            node_to_exclude: modules whose hook is skipped: a Module (or a tuple
+                of them), a class, a ``state_core.filter`` Filter or a
+                ``(path, module) -> bool`` function; paths are those of
+                ``named_modules()``. The submodules of an excluded module still
+                run theirs unless the filter matches them too.
+            **kwargs: passed to every ``init_state``.
 
         Args:
             *args: passed to every ``init_state`` hook.
@@ -611,17 +617,23 @@ class Module:
             ...         self.label, self.kids = label, list(kids)
             ...     def init_state(self, *args, **kwargs):
             ...         calls.append(self.label)
-            >>> Node('root', Node('a', Node('a1')), Node('b')).init_all_states()
+            >>> tree = Node('root', Node('a', Node('a1')), Node('b'))
+            >>> tree.init_all_states()
             >>> calls
             ['a1', 'a', 'b', 'root']
+            >>> calls.clear()
+            >>> tree.init_all_states(node_to_exclude=tree.kids[0])
+            >>> calls
+            ['a1', 'b', 'root']
         """
-        self._run_hooks("init_all_states", "init_state", args, kwargs)
+        self._run_hooks("init_all_states", "init_state", args, kwargs, node_to_exclude)
 
-    def reset_all_states(self, *args: Any, **kwargs: Any) -> None:
+    def reset_all_states(self, *args: Any, node_to_exclude: Any = None, **kwargs: Any) -> None:
         """Call ``reset_state(*args, **kwargs)`` on every submodule, children before parents.
 
         Args:
             *args: passed to every ``reset_state`` hook.
+            node_to_exclude: modules to skip, as in ``init_all_states``.
             **kwargs: passed to every ``reset_state`` hook.
 
         Example:
@@ -636,45 +648,105 @@ class Module:
             >>> calls
             ['a', 'b', 'root']
         """
-        self._run_hooks("reset_all_states", "reset_state", args, kwargs)
+        self._run_hooks("reset_all_states", "reset_state", args, kwargs, node_to_exclude)
 
-    def _run_hooks(self, owner: str, hook: str, args: tuple[Any, ...], kwargs: dict[Any, Any]) -> None:
+    def _run_hooks(
+        self, owner: str, hook: str, args: tuple[Any, ...], kwargs: dict[Any, Any], node_to_exclude: Any
+    ) -> None:
         base = getattr(Module, owner)
-        for module in _hook_order(self, owner):
+        exclude = _node_predicate(node_to_exclude)
+        # A self-contained submodule (Map) applies the same exclusion to its own members.
+        unit_kwargs = kwargs if node_to_exclude is None else {**kwargs, "node_to_exclude": node_to_exclude}
+        for module in _hook_order(self, owner, exclude):
             if module is not self and getattr(type(module), owner) is not base:
-                getattr(module, owner)(*args, **kwargs)
+                getattr(module, owner)(*args, **unit_kwargs)
             else:
                 getattr(module, hook)(*args, **kwargs)
 
-    # ------------------------------------------------------------------ repr
-    def _repr_fields(self) -> list[tuple[str, str]]:
-        # Name and sizes first, then the states and submodules, then the
-        # settings the class lists in ``_repr_attrs``.
-        fields = [
-            (key, repr(value))
-            for key, value in (("name", self.name), ("in_size", self.in_size), ("out_size", self.out_size))
-            if value is not None
-        ]
-        shown_attrs = set(type(self)._repr_attrs)
-        for key, value in vars(self).items():
-            if isinstance(key, str) and (key.startswith("_") or key in shown_attrs):
-                continue
-            if _contains_shown(value):
-                fields.append((str(key), _render(value)))
-        for key in type(self)._repr_attrs:
-            value = getattr(self, key, None)
-            if value is not None:
-                fields.append((key, _render(value) if _contains_shown(value) else repr(value)))
-        return fields
+    # ------------------------------------------------------------------ training mode
+    @property
+    def training(self) -> bool:
+        """Whether this module is in training mode (``True`` for a new module).
 
-    def __repr__(self) -> str:
-        active = getattr(_REPR_GUARD, "ids", None)
-        if active is None:
-            active = _REPR_GUARD.ids = set()
-        if id(self) in active:
-            return f"{type(self).__name__}(...)"
-        active.add(id(self))
-        try:
-            return state_core.engine.format_fields(type(self).__name__, self._repr_fields())
-        finally:
-            active.discard(id(self))
+        Layers that behave differently in training and evaluation (``Dropout``)
+        read it; so can your own modules. ``train()`` / ``eval()`` set it on a
+        whole model; assigning it sets it on this module only.
+
+        Example:
+            >>> import state_nn
+            >>> drop = state_nn.Dropout(0.5)
+            >>> drop.training
+            True
+            >>> drop.training = False
+            >>> drop.deterministic
+            True
+        """
+        return self._training
+
+    @training.setter
+    def training(self, mode: bool) -> None:
+        _set_training([self], mode)
+
+    def train(self, mode: bool = True) -> Self:
+        """Set training mode (``mode=True``) or evaluation mode on this module and every submodule.
+
+        As in PyTorch: it walks the whole tree (submodules in attributes, lists
+        and dicts, the member module of a ``Map``), sets each module's
+        ``training``, and returns ``self``, so ``model.eval()(x)`` works.
+        Compiled functions (``state_transform.jit``, ``Map``, ...) traced in the
+        other mode are traced again at their next call, because the mode is
+        baked into a compiled program; switch between phases, not every step.
+
+        Args:
+            mode: ``True`` for training, ``False`` for evaluation.
+
+        Returns:
+            This module.
+
+        Raises:
+            TypeError: if ``mode`` is not a bool.
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> import state_nn
+            >>> net = state_nn.Sequential(state_nn.Linear(2, 2), state_nn.Dropout(0.5))
+            >>> net.eval() is net
+            True
+            >>> [m.training for m in net.modules()]
+            [False, False, False]
+            >>> net[1].deterministic
+            True
+            >>> net.train()[1].deterministic
+            False
+        """
+        _set_training(self.modules(), mode)
+        return self
+
+    def eval(self) -> Self:
+        """Set evaluation mode on this module and every submodule: ``train(False)``; returns ``self``.
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> import state_nn
+            >>> drop = state_nn.Dropout(0.9)
+            >>> drop.eval()(jnp.ones(3))
+            Array([1., 1., 1.], dtype=float32)
+        """
+        return self.train(False)
+
+
+def _set_training(modules: Iterable[Module], mode: Any) -> None:
+    """Set ``training`` on ``modules``; forget compiled programs if any module changed mode."""
+    if not isinstance(mode, (bool, np.bool_)):
+        raise TypeError(
+            f"The training mode must be a bool (True: training, False: evaluation), got {type(mode).__name__} {mode!r}."
+        )
+    mode = bool(mode)
+    changed = False
+    for module in modules:
+        if module._training is not mode:
+            module._training = mode
+            changed = True
+    if changed:
+        # Compiled programs took the old mode as a Python constant.
+        state_core.clear_caches()

@@ -25,6 +25,24 @@ def _as_float_array(value: Any) -> jax.Array:
     return jnp.asarray(x, dtype=dtype)
 
 
+def _stored_value(t: Transform, value: Any, where: str) -> jax.Array:
+    """``t.inverse(value)``; a ``ValueError`` naming ``where`` if a concrete value is outside ``t``'s range.
+
+    A traced value cannot be checked (its elements are unknown while tracing).
+    """
+    x = _as_float_array(value)
+    stored = t.inverse(x)
+    if not isinstance(stored, jax.core.Tracer):
+        n_bad = int(jnp.size(stored)) - int(jnp.sum(jnp.isfinite(stored)))
+        if n_bad:
+            raise ValueError(
+                f"{where}: {n_bad} of {int(jnp.size(stored))} element(s) of value (shape {x.shape}) are "
+                f"outside the range of {t!r}: its inverse is not finite there. Give values "
+                "strictly inside the transform's range."
+            )
+    return stored
+
+
 class Param(Module):
     """A parameter whose stored value passes through a transform ``t`` and may carry a regulariser ``reg``.
 
@@ -85,16 +103,7 @@ class Param(Module):
             )
         if precompute is not None and not callable(precompute):
             raise TypeError(f"Param: precompute must be callable or None, got {type(precompute).__name__}.")
-        x = _as_float_array(value)
-        stored = t.inverse(x)
-        if not isinstance(stored, jax.core.Tracer):
-            n_bad = int(jnp.size(stored)) - int(jnp.sum(jnp.isfinite(stored)))
-            if n_bad:
-                raise ValueError(
-                    f"Param: {n_bad} of {int(jnp.size(stored))} element(s) of value (shape {x.shape}) are "
-                    f"outside the range of {t!r}: its inverse is not finite there. Give values "
-                    "strictly inside the transform's range."
-                )
+        stored = _stored_value(t, value, "Param")
         self.t = t
         self.reg = reg
         self.precompute = precompute
@@ -131,7 +140,13 @@ class Param(Module):
         """Store ``t.inverse(value)``, so that ``value()`` returns ``value`` (clipped for ``ClipT``).
 
         Args:
-            value: the new value, in the transform's range and of the parameter's shape.
+            value: the new value, in the transform's range, with the parameter's shape.
+
+        Raises:
+            ValueError: if a concrete ``value`` is outside the transform's range
+                (as in the constructor; a traced value cannot be checked), or its
+                shape differs from the parameter's. The stored value is then
+                unchanged.
 
         Example:
             >>> import jax.numpy as jnp
@@ -140,13 +155,20 @@ class Param(Module):
             >>> p.set_value(jnp.array([3.0, 0.25]))
             >>> jnp.round(p.value(), 4)
             Array([3.  , 0.25], dtype=float32)
+            >>> p.set_value(jnp.array([1.0, -1.0]))
+            Traceback (most recent call last):
+            ...
+            ValueError: Param.set_value: 1 of 2 element(s) of value (shape (2,)) are outside the range of ...
         """
-        stored = self.t.inverse(_as_float_array(value))
+        self._assign(value, "set_value")
+
+    def _assign(self, value: Any, method: str) -> None:
+        label = f"Param {self.name!r}" if self.name else "Param"
+        stored = _stored_value(self.t, value, f"{label}.{method}")
         old_shape = jnp.shape(self._stored())
         if jnp.shape(stored) != old_shape:
-            label = f"Param {self.name!r}" if self.name else "Param"
             raise ValueError(
-                f"{label}.set_value: the new value has shape {jnp.shape(stored)} but the parameter has "
+                f"{label}.{method}: the new value has shape {jnp.shape(stored)} but the parameter has "
                 f"shape {old_shape}; give a value of shape {old_shape} (broadcast it first if needed)."
             )
         if isinstance(self.val, ParamState):
@@ -183,7 +205,7 @@ class Param(Module):
         if self.reg is None:
             return
         shape = jnp.shape(self._stored())
-        self.set_value(jnp.broadcast_to(jnp.asarray(self.reg.reset_value()), shape))
+        self._assign(jnp.broadcast_to(jnp.asarray(self.reg.reset_value()), shape), "reset_to_prior")
 
     def clip(self, min_val: Any = None, max_val: Any = None) -> None:
         """Clip the value to ``[min_val, max_val]`` in place (``None`` = no bound on that side).
@@ -200,7 +222,7 @@ class Param(Module):
             >>> p.value()
             Array([0. , 0.5, 1. ], dtype=float32)
         """
-        self.set_value(jnp.clip(self.value(), min_val, max_val))
+        self._assign(jnp.clip(self.value(), min_val, max_val), "clip")
 
 
 class Const(Param):

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from ._module import Module, _is_int, _render
+from ._module import Module, _is_int
+from ._module_display import _Label
 
 __all__ = ["ElementWiseBlock", "Sequential"]
 
@@ -216,15 +217,8 @@ class Sequential(Module):
             x = layer(x)
         return x
 
-    def _repr_fields(self) -> list[tuple[str, str]]:
-        fields = [f for f in super()._repr_fields() if f[0] != "layers"]
-        entries = []
-        for layer in self.layers:
-            if isinstance(layer, Module):
-                entries.append(_render(layer))
-            else:
-                entries.append(getattr(layer, "__name__", type(layer).__name__))
-        if not entries:
-            return [*fields, ("layers", "[]")]
-        body = ",\n".join("  " + e.replace("\n", "\n  ") for e in entries)
-        return [*fields, ("layers", f"[\n{body}\n]")]
+    def _display_fields(self) -> list[tuple[str, Any]]:
+        # Every layer is shown, in order; a function layer by its name.
+        fields = [f for f in super()._display_fields() if f[0] != "layers"]
+        layers = [layer if isinstance(layer, Module) else _Label(layer) for layer in self.layers]
+        return [*fields, ("layers", layers)]
