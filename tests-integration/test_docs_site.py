@@ -49,6 +49,7 @@ API_MODULES = (
     "state_core.engine",
     "state_random",
     "state_transform",
+    "state_transform.engine",
     "state_nn",
     "state_nn.checkpoint",
 )

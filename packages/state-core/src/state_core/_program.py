@@ -208,9 +208,22 @@ class CacheEntry(Generic[InfoT]):
         ref_avals: the avals of the input state values at the last successful check
             (the identity shortcut of ``values_unchanged``), or None.
         last_used: the least-recently-used stamp.
+        env_reads: the ``state_core.environ`` settings the trace read (their values are
+            constants of the program), or None; the program is reused only while they
+            are unchanged.
     """
 
-    __slots__ = ("trace", "info", "program", "graph", "graph_generation", "runner", "ref_avals", "last_used")
+    __slots__ = (
+        "trace",
+        "info",
+        "program",
+        "graph",
+        "graph_generation",
+        "runner",
+        "ref_avals",
+        "last_used",
+        "env_reads",
+    )
 
     def __init__(
         self, trace: Trace, info: InfoT, program: Program, graph: GraphSnapshot | None, generation: int
@@ -223,6 +236,7 @@ class CacheEntry(Generic[InfoT]):
         self.runner: Callable[..., Any] | None = None
         self.ref_avals: list[Any] | None = None
         self.last_used = 0
+        self.env_reads: dict[str, Any] | None = None
 
     @property
     def block(self) -> bool:

@@ -30,6 +30,7 @@ from ._cache import (
 )
 from ._call_signature import CallSignature, normalize_argnames, normalize_argnums
 from ._context import CTX, GENERATION
+from ._environ_reads import record_reads, reads_unchanged
 from ._graph import graph_roots, graph_states, snapshot_graph
 from ._introspection import StatefulFunctionIntrospection
 from ._jax_internals import ArrayImpl, api_boundary
@@ -273,7 +274,9 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
         generation = GENERATION.value
         before = graph_states(*roots) if roots else None
         ctx = self._new_trace_context()
-        trace = self._trace(ctx, key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs)
+        # Environment settings read while tracing (dt ...) are constants of the program.
+        with record_reads() as env_reads:
+            trace = self._trace(ctx, key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs)
         info = self._analyze(ctx, trace, dyn_args, dyn_kwargs)
         program = self._compile(trace, info)
         if not program.block and (
@@ -284,6 +287,7 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
             program = dataclasses.replace(program, eager=None)  # it would compile twice
         graph = snapshot_graph(before, trace.states) if before is not None else None
         entry: CacheEntry[Any] = CacheEntry(trace, info, program, graph, generation)
+        entry.env_reads = env_reads or None
         entry.runner = program_runner(entry)
         if trace.cacheable:
             self._cache.put(key, entry)
@@ -292,9 +296,12 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
 
     # ------------------------------------------------------------------ choosing the program
     def _usable(self, entry: CacheEntry[Any], values: list[Any]) -> bool:
-        """Whether a cached entry still fits: its input states keep their shapes/dtypes and
-        the object graph still holds the States it was traced with."""
+        """Whether a cached entry still fits: its input states keep their shapes/dtypes, the
+        environment settings it read are unchanged and the object graph still holds the
+        States it was traced with."""
         if not states_match(values, entry.trace.state_sigs):
+            return False
+        if entry.env_reads is not None and not reads_unchanged(entry.env_reads):
             return False
         graph = entry.graph
         if graph is None or entry.graph_generation == GENERATION.value:
@@ -365,7 +372,9 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
             if entry is not None:
                 if entry is not cache._hit:
                     cache.touch(entry)
-                if entry.graph is None or entry.graph_generation == GENERATION.value:
+                if (entry.graph is None or entry.graph_generation == GENERATION.value) and (
+                    entry.env_reads is None or reads_unchanged(entry.env_reads)
+                ):
                     out = entry.runner(leaves, self.name)  # type: ignore[misc]  # set before caching
                     if out is not STATES_CHANGED:
                         return out
