@@ -27,6 +27,8 @@ import shutil
 from collections.abc import Callable
 from typing import Any
 
+import jax
+
 __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
@@ -61,6 +63,19 @@ def _remove(path: str) -> None:
         os.remove(path)
 
 
+def _primary() -> bool:
+    # With several JAX processes (jax.distributed) sharing the file system, orbax writes
+    # collectively but only process 0 moves directories, as orbax itself does.
+    return jax.process_index() == 0
+
+
+def _sync(point: str) -> None:
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices(f"state_nn.checkpoint.{point}")
+
+
 def recover(directory: str) -> None:
     """Finish what an interrupted save left behind: the previous checkpoint back at ``directory``, no leftovers.
 
@@ -68,12 +83,14 @@ def recover(directory: str) -> None:
     when it ends, successfully or not (after a success it deletes the previous
     checkpoint; after a failure it puts it back).
     """
-    old = directory + _OLD
-    if not os.path.lexists(directory) and os.path.isdir(old):
-        os.rename(old, directory)
-    for leftover in (old, directory + _NEW, directory + _ORBAX_TMP):
-        if os.path.lexists(leftover):
-            _remove(leftover)
+    if _primary():
+        old = directory + _OLD
+        if not os.path.lexists(directory) and os.path.isdir(old):
+            os.rename(old, directory)
+        for leftover in (old, directory + _NEW, directory + _ORBAX_TMP):
+            if os.path.lexists(leftover):
+                _remove(leftover)
+    _sync("recovered")
 
 
 def replace(directory: str, write: Callable[[str], None]) -> None:
@@ -84,13 +101,16 @@ def replace(directory: str, write: Callable[[str], None]) -> None:
     keeps the checkpoint it held before.
     """
     staging = directory + _NEW
-    os.makedirs(staging)
     new = os.path.join(staging, _STAGED)
+    if _primary():
+        os.makedirs(staging)
+    _sync("staged")
     try:
-        write(new)
-        if os.path.lexists(directory):
-            os.rename(directory, directory + _OLD)
-        os.rename(new, directory)
+        write(new)  # orbax's save returns on every process once the checkpoint is complete
+        if _primary():
+            if os.path.lexists(directory):
+                os.rename(directory, directory + _OLD)
+            os.rename(new, directory)
     finally:
         recover(directory)
 
