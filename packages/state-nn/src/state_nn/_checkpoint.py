@@ -1,11 +1,14 @@
 """Saving and restoring the States of a model with orbax-checkpoint.
 
 A checkpoint is one orbax directory with two items: ``values`` (every array
-leaf of every saved state, stored under a generated name) and ``meta`` (JSON:
-the format version, package versions, the user's metadata, and for each state
-its path, its class and the shape, dtype and kind of each leaf). Restoring reads
-``meta`` first, checks the target against it, reads only the leaves it needs,
-and assigns nothing until every value has been read and checked.
+leaf of every saved state that holds at least one element, stored under a
+generated name) and ``meta`` (JSON: the format version, package versions, the
+user's metadata, and for each state its path, its class and the shape, dtype and
+kind of each leaf). Zero-size leaves are described in ``meta`` only: orbax cannot
+store them, and their shape and dtype are all there is to restore. Restoring
+reads ``meta`` first, checks the target against it, reads only the leaves it
+needs, checks them against ``meta``, and only then writes every target state at
+once. How a save replaces a checkpoint atomically is in ``_checkpoint_disk``.
 
 orbax is imported on first use only, so ``import state_nn`` stays light.
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import math
 import os
 from collections.abc import Hashable, Mapping
 from typing import Any
@@ -26,20 +30,31 @@ import numpy as np
 import state_core
 import state_random
 from state_core import State, StateDict
+from state_core.engine import write_state_values
 from state_core.filter import FilterLike
+
+from ._checkpoint_disk import (
+    FORMAT,
+    FORMAT_VERSION,
+    checkpointer,
+    first_line,
+    is_replaceable,
+    load_meta,
+    location_to_read,
+    recover,
+    replace,
+)
 
 __all__ = ["save", "restore", "read_metadata", "DEFAULT_PATH", "FORMAT_VERSION"]
 
 Path = tuple[Hashable, ...]
 
-FORMAT = "state-nn-checkpoint"
-FORMAT_VERSION = 1
-"""The version of the checkpoint layout ``save`` writes (``read_metadata(path)['format_version']``)."""
 DEFAULT_PATH: Path = ("state_random.DEFAULT",)
 """The path under which ``save`` stores ``state_random.DEFAULT`` (reserved: a target may not use it)."""
 
 _INSTALL_HINT = "install it with `pip install state-nn[checkpoint]`"
 _MAX_LISTED = 8
+_RESAVE = "Re-save it with state_nn.checkpoint.save, or restore another checkpoint."
 
 
 def _orbax() -> Any:
@@ -50,12 +65,6 @@ def _orbax() -> Any:
             f"state_nn.checkpoint needs the optional dependency orbax-checkpoint; {_INSTALL_HINT}."
         ) from err
     return ocp
-
-
-def _checkpointer(ocp: Any) -> Any:
-    # Handlers named up front, so that reading one item does not warn about the other.
-    handler = ocp.CompositeCheckpointHandler(values=ocp.PyTreeCheckpointHandler(), meta=ocp.JsonCheckpointHandler())
-    return ocp.Checkpointer(handler)
 
 
 def _show(path: Path) -> str:
@@ -117,7 +126,7 @@ class _Entry:
 
     path: Path
     type_name: str
-    names: list[str]  # the leaves' storage names (empty for a target)
+    names: list[str | None]  # the leaves' storage names (None: zero-size, not stored; empty for a target)
     wheres: list[str]  # jax.tree_util.keystr of each leaf inside the value
     leaves: list[_LeafInfo]
 
@@ -224,6 +233,11 @@ def save(
     module-level samplers draw from) is saved too, under ``DEFAULT_PATH``, so a
     resumed run draws the same numbers; ``include_default=False`` leaves it out.
 
+    The new checkpoint is written next to ``path`` and moved in only once it is
+    complete, so a save that fails or is killed never damages the checkpoint
+    already at ``path``: it stays restorable, and the next save removes whatever
+    the interrupted one left behind. States with zero elements are saved too.
+
     Args:
         path: the checkpoint directory to create (it must not exist, unless
             ``overwrite=True`` and it holds a checkpoint written by ``save``).
@@ -233,11 +247,13 @@ def save(
         include_default: also save ``state_random.DEFAULT`` (default ``True``).
         metadata: JSON-serialisable data to store alongside (a step number,
             a config); ``restore`` and ``read_metadata`` return it.
-        overwrite: replace an existing checkpoint at ``path``.
+        overwrite: replace an existing checkpoint at ``path`` (also a damaged
+            one; never a directory that ``save`` did not write).
 
     Raises:
         ImportError: orbax-checkpoint is not installed.
-        FileExistsError: ``path`` exists and ``overwrite`` is false.
+        FileExistsError: ``path`` exists and ``overwrite`` is false, or it is
+            not a checkpoint.
         TypeError / ValueError: a state holds something that is not an array,
             key or number, ``target`` holds no State, or ``metadata`` is not JSON.
 
@@ -271,6 +287,9 @@ def save(
     for i, (state_path, state) in enumerate(states.items()):
         entry, leaves, _ = _describe_value(state_path, state, fn)
         for j, (info, leaf) in enumerate(zip(entry.leaves, leaves, strict=True)):
+            if math.prod(info.shape) == 0:  # nothing to store; meta holds its shape and dtype
+                entry.names.append(None)
+                continue
             name = f"s{i}_{j}"
             entry.names.append(name)
             if info.kind == "key":
@@ -288,26 +307,27 @@ def save(
         "metadata": user_metadata,
         "states": [_entry_to_json(e) for e in entries],
     }
+    recover(directory)  # a save killed earlier: its previous checkpoint back in place, leftovers gone
     if os.path.lexists(directory):
         if not overwrite:
             raise FileExistsError(
                 f"{fn}: {directory!r} already exists; choose a new path or pass overwrite=True to replace a checkpoint."
             )
-        if not (
-            os.path.isdir(directory) and (not os.listdir(directory) or _read_meta(ocp, directory, fn, strict=False))
-        ):
+        if not (os.path.isdir(directory) and is_replaceable(load_meta(ocp, directory), directory)):
             raise FileExistsError(
                 f"{fn}: {directory!r} exists and is not a checkpoint written by "
                 "state_nn.checkpoint.save; overwrite=True replaces only such checkpoints."
             )
-    parent = os.path.dirname(directory)
-    os.makedirs(parent, exist_ok=True)
-    with _checkpointer(ocp) as checkpointer:
-        checkpointer.save(
-            directory,
-            args=ocp.args.Composite(values=ocp.args.PyTreeSave(values), meta=ocp.args.JsonSave(meta)),
-            force=overwrite,
-        )
+    items = {"meta": ocp.args.JsonSave(meta)}
+    if values:  # orbax refuses an empty item
+        items["values"] = ocp.args.PyTreeSave(values)
+
+    def write(new: str) -> None:
+        with checkpointer(ocp) as writer:
+            writer.save(new, args=ocp.args.Composite(**items))
+
+    os.makedirs(os.path.dirname(directory), exist_ok=True)
+    replace(directory, write)
 
 
 def _entry_to_json(entry: _Entry) -> dict[str, Any]:
@@ -328,37 +348,40 @@ def _entry_from_json(data: dict[str, Any]) -> _Entry:
         data["type"],
         [leaf["name"] for leaf in leaves],
         [leaf["where"] for leaf in leaves],
-        [_LeafInfo(leaf["kind"], tuple(leaf["shape"]), leaf["dtype"], leaf["pytype"]) for leaf in leaves],
+        [_LeafInfo(leaf["kind"], tuple(leaf["shape"]), leaf["dtype"], leaf.get("pytype")) for leaf in leaves],
     )
 
 
 # ---------------------------------------------------------------------- reading
-def _read_meta(ocp: Any, directory: str, fn: str, strict: bool = True) -> dict[str, Any] | None:
-    """The checkpoint's ``meta`` item, checked; ``None`` (strict=False) when it is not ours."""
-    if not os.path.isdir(directory):
-        if not strict:
-            return None
+def _read_meta(ocp: Any, directory: str, fn: str) -> tuple[str, dict[str, Any]]:
+    """The directory holding the checkpoint at ``directory`` and its ``meta`` item, checked."""
+    location = location_to_read(directory)
+    if location is None:
         raise FileNotFoundError(f"{fn}: no checkpoint directory at {directory!r}.")
-    if not os.path.isdir(os.path.join(directory, "meta")):
-        meta = None
-    else:
-        with _checkpointer(ocp) as checkpointer:
-            meta = checkpointer.restore(directory, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        if not strict:
-            return None
+    if not os.path.isdir(location):
         raise ValueError(
-            f"{fn}: {directory!r} is not a checkpoint written by state_nn.checkpoint.save "
-            "(its metadata is missing or has another format)."
+            f"{fn}: {directory!r} is a file, not a checkpoint directory written by state_nn.checkpoint.save."
         )
-    version = meta.get("format_version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
+    report = load_meta(ocp, location)
+    if report.status == "foreign":
         raise ValueError(
-            f"{fn}: the checkpoint at {directory!r} has format version {version!r}, newer than "
-            f"the {FORMAT_VERSION} this state-nn reads; upgrade state-nn "
-            f"(it was written with {meta.get('versions', {}).get('state-nn', 'an unknown version')})."
+            f"{fn}: {location!r} is not a checkpoint written by state_nn.checkpoint.save ({report.problem}); "
+            "pass the directory that save created."
         )
-    return meta
+    if report.status == "damaged":
+        raise ValueError(f"{fn}: the checkpoint at {location!r} is damaged: {report.problem}. {_RESAVE}")
+    meta = report.meta
+    assert meta is not None
+    if report.status == "newer":
+        versions = meta.get("versions")
+        written_by = (
+            versions.get("state-nn", "an unknown version") if isinstance(versions, dict) else "an unknown version"
+        )
+        raise ValueError(
+            f"{fn}: the checkpoint at {location!r} has format version {meta['format_version']!r}, newer than "
+            f"the {FORMAT_VERSION} this state-nn reads; upgrade state-nn (it was written with {written_by})."
+        )
+    return location, meta
 
 
 def read_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -383,8 +406,7 @@ def read_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
         ({'step': 3}, [('w',)], 1)
     """
     fn = "read_metadata"
-    meta = _read_meta(_orbax(), _resolve(path, fn), fn)
-    assert meta is not None
+    _, meta = _read_meta(_orbax(), _resolve(path, fn), fn)
     return {
         "format_version": meta["format_version"],
         "versions": meta["versions"],
@@ -409,7 +431,9 @@ def restore(
     model placed on a mesh keeps its placement; ``shardings`` overrides it.
 
     Everything is read and checked before any state is written: on any error the
-    target keeps all its values.
+    target keeps all its values. Then every state is written at once: an
+    interrupt (``KeyboardInterrupt``) during the write still leaves all of them
+    restored, never some.
 
     Args:
         path: a checkpoint directory written by ``save``.
@@ -429,9 +453,10 @@ def restore(
 
     Raises:
         FileNotFoundError: nothing at ``path``.
-        ValueError: ``path`` is not such a checkpoint, a target state is missing
-            from it, or a shape, dtype or value structure differs (the message
-            names the state's path).
+        ValueError: ``path`` is not such a checkpoint, the checkpoint is damaged
+            or incomplete (unreadable metadata, missing arrays; re-save it), a
+            target state is missing from it, or a shape, dtype or value
+            structure differs (the message names the state's path).
 
     Example:
         >>> import os, tempfile
@@ -452,52 +477,95 @@ def restore(
     directory = _resolve(path, fn)
     if include_default is not None and not isinstance(include_default, bool):
         raise TypeError(f"{fn}: `include_default` must be None or a bool, got {type(include_default).__name__}.")
-    meta = _read_meta(ocp, directory, fn)
-    assert meta is not None
+    location, meta = _read_meta(ocp, directory, fn)
     saved = {e.path: e for e in map(_entry_from_json, meta["states"])}
     with_default = include_default is True or (include_default is None and DEFAULT_PATH in saved)
     states = _target_states(target, filters, with_default, fn)
     explicit = _check_shardings(shardings, states, fn)
 
-    plan = _plan(states, saved, bool(filters), directory, fn)
+    plan = _plan(states, saved, bool(filters), location, fn)
+    read = _read_arrays(ocp, location, saved, plan, explicit, fn)
+    new_values = []
+    for state_path, (_, stored, current, treedef) in plan.items():
+        leaves = []
+        for name, where, info, leaf in zip(stored.names, stored.wheres, stored.leaves, current, strict=True):
+            shape, dtype = _stored_form(info, leaf)
+            if name is None:  # a zero-size leaf: nothing was stored
+                raw: Any = np.zeros(shape, dtype)
+                if isinstance(leaf, jax.Array):
+                    raw = jax.device_put(raw, explicit.get(state_path) or _sharding_of(leaf))
+            else:
+                raw = read[name]
+                if tuple(raw.shape) != shape or np.dtype(raw.dtype) != dtype:
+                    raise ValueError(
+                        f"{fn}: the checkpoint at {location!r} is damaged: the array stored for state "
+                        f"{_show(state_path)!r}{where} is {np.dtype(raw.dtype)}{list(raw.shape)} but its metadata "
+                        f"says {dtype}{list(shape)}. {_RESAVE}"
+                    )
+            leaves.append(_rebuild(raw, info, leaf))
+        new_values.append(jax.tree.unflatten(treedef, leaves))
+    # Everything is read and checked: only now touch the target, every state or none
+    # (write_state_values finishes the write even if an interrupt arrives half-way).
+    write_state_values([entry[0] for entry in plan.values()], new_values, "state_nn.checkpoint.restore")
+    return meta["metadata"]
+
+
+_Plan = dict[Path, tuple[State[Any], _Entry, list[Any], Any]]
+
+
+def _stored_form(info: _LeafInfo, current: Any) -> tuple[tuple[int, ...], np.dtype[Any]]:
+    """The shape and dtype a leaf is stored with (a key as its uint32 key data)."""
+    if info.kind == "key":
+        return (*info.shape, _key_data_width(current)), np.dtype(np.uint32)
+    return info.shape, np.dtype(info.dtype)
+
+
+def _read_arrays(
+    ocp: Any, location: str, saved: dict[Path, _Entry], plan: _Plan, explicit: dict[Path, Any], fn: str
+) -> dict[str, Any]:
+    """The stored arrays the plan needs, by storage name, each placed like the target's leaf."""
     item: dict[str, Any] = {}
     restore_args: dict[str, Any] = {}
     for entry in saved.values():
         for name in entry.names:
-            item[name] = restore_args[name] = ocp.PLACEHOLDER
+            if name is not None:
+                item[name] = restore_args[name] = ocp.PLACEHOLDER
+    needed = False
     for state_path, (_, stored, current, _) in plan.items():
         for name, info, leaf in zip(stored.names, stored.leaves, current, strict=True):
+            if name is None:
+                continue
+            needed = True
+            shape, dtype = _stored_form(info, leaf)
             if isinstance(leaf, jax.Array):
                 sharding = explicit.get(state_path) or _sharding_of(leaf)
-                shape = info.shape + ((_key_data_width(leaf),) if info.kind == "key" else ())
-                dtype = np.uint32 if info.kind == "key" else np.dtype(info.dtype)
                 item[name] = jax.ShapeDtypeStruct(shape, dtype, sharding=sharding)
                 restore_args[name] = ocp.ArrayRestoreArgs(sharding=sharding)
             else:
-                item[name] = np.zeros(info.shape, np.dtype(info.dtype))
+                item[name] = np.zeros(shape, dtype)
                 restore_args[name] = ocp.RestoreArgs(restore_type=np.ndarray)
-    with _checkpointer(ocp) as checkpointer:
-        read = checkpointer.restore(
-            directory,
-            args=ocp.args.Composite(values=ocp.args.PyTreeRestore(item, restore_args=restore_args)),
-        )["values"]
+    if not needed:
+        return {}
+    if not os.path.isdir(os.path.join(location, "values")):
+        raise ValueError(
+            f"{fn}: the checkpoint at {location!r} is incomplete: its array data (the 'values' item) is "
+            f"missing. {_RESAVE}"
+        )
+    try:
+        with checkpointer(ocp) as reader:
+            read: dict[str, Any] = reader.restore(
+                location,
+                args=ocp.args.Composite(values=ocp.args.PyTreeRestore(item, restore_args=restore_args)),
+            )["values"]
+    except (OSError, ValueError, KeyError) as err:  # what orbax and tensorstore raise for missing or damaged data
+        raise ValueError(
+            f"{fn}: the checkpoint at {location!r} is damaged or incomplete: reading its arrays failed "
+            f"({first_line(err)}). {_RESAVE}"
+        ) from err
+    return read
 
-    new_values = {}
-    for state_path, (_, stored, current, treedef) in plan.items():
-        leaves = [
-            _rebuild(read[name], info, leaf)
-            for name, info, leaf in zip(stored.names, stored.leaves, current, strict=True)
-        ]
-        new_values[state_path] = jax.tree.unflatten(treedef, leaves)
-    # Everything is read and checked: only now touch the target.
-    for state_path, value in new_values.items():
-        plan[state_path][0].restore_value(value)
-    return meta["metadata"]
 
-
-def _plan(
-    states: StateDict, saved: dict[Path, _Entry], partial: bool, directory: str, fn: str
-) -> dict[Path, tuple[State[Any], _Entry, list[Any], Any]]:
+def _plan(states: StateDict, saved: dict[Path, _Entry], partial: bool, directory: str, fn: str) -> _Plan:
     """Match every target state to its saved entry; one ValueError listing all mismatches."""
     plan = {}
     missing: list[Path] = []

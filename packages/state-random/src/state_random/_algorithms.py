@@ -1,11 +1,15 @@
-"""Pure ``jax`` samplers that ``jax.random`` lacks (von Mises, Zipf, hypergeometric, log-series).
+"""Pure ``jax`` samplers that ``jax.random`` lacks or gets wrong at the edges.
 
-Each takes one key and works under ``jit``/``vmap``; rejection samplers loop with
-``lax.while_loop`` until every element is accepted.
+Von Mises, Zipf, hypergeometric and log-series are missing from ``jax.random``;
+``multivariate_normal`` differs from ``jax.random.multivariate_normal`` only where
+that one returns NaN. Each takes one key and works under ``jit``/``vmap``;
+rejection samplers loop with ``lax.while_loop`` until every element is accepted,
+so their acceptance tests must stay finite for every parameter value.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import jax
@@ -13,16 +17,27 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-__all__ = ["vonmises_centered", "zipf", "hypergeometric", "logseries"]
+__all__ = ["vonmises_centered", "zipf", "hypergeometric", "logseries", "multivariate_normal"]
+
+
+# Above this concentration the rejection sampler's constants lose all precision (in
+# float32 it never accepts from about 1e8 on), while the wrapped normal N(0, 1/kappa)
+# it tends to is exact to O(1/kappa): NumPy switches at the same point.
+_VONMISES_NORMAL_KAPPA = 1e6
 
 
 def vonmises_centered(key: jax.Array, kappa: Any, shape: tuple[int, ...], dtype: Any) -> jax.Array:
-    """Von Mises angles in ``[-pi, pi]`` with mean 0 (Best & Fisher 1979 rejection sampler)."""
+    """Von Mises angles in ``[-pi, pi]`` with mean 0 (Best & Fisher 1979 rejection sampler).
+
+    Concentrations above ``1e6`` (up to ``inf``, a point mass at 0) use the normal
+    approximation ``N(0, 1 / kappa)``, as NumPy does.
+    """
     kappa = jnp.broadcast_to(jnp.asarray(kappa, dtype), shape)
     # Below this concentration the distribution is uniform to float precision and
     # the sampler's constants lose all accuracy.
     tiny = kappa < 1e-5
-    k = jnp.where(tiny, 1.0, kappa)
+    huge = kappa > _VONMISES_NORMAL_KAPPA
+    k = jnp.where(tiny | huge, 1.0, kappa)
     tau = 1.0 + jnp.sqrt(1.0 + 4.0 * k * k)
     rho = (tau - jnp.sqrt(2.0 * tau)) / (2.0 * k)
     r = (1.0 + rho * rho) / (2.0 * rho)
@@ -43,11 +58,13 @@ def vonmises_centered(key: jax.Array, kappa: Any, shape: tuple[int, ...], dtype:
     sign = jnp.where(jax.random.bernoulli(sign_key, 0.5, shape), 1.0, -1.0).astype(dtype)
     theta = sign * jnp.arccos(jnp.clip(f, -1.0, 1.0))
     flat = jax.random.uniform(flat_key, shape, dtype, -jnp.pi, jnp.pi)
-    return jnp.where(tiny, flat, theta)
+    # A key of its own for the normal approximation, derived without changing the others.
+    narrow = jax.random.normal(jax.random.fold_in(flat_key, 1), shape, dtype) * lax.rsqrt(jnp.where(huge, kappa, 1.0))
+    return jnp.where(tiny, flat, jnp.where(huge, narrow, theta))
 
 
 def zipf(key: jax.Array, a: Any, shape: tuple[int, ...], dtype: Any) -> jax.Array:
-    """Zipf samples ``>= 1`` for ``a > 1`` (Devroye's rejection method, as in NumPy)."""
+    """Zipf samples ``>= 1`` for ``a > 1`` (Devroye's rejection method, as in NumPy); ``a = inf`` gives 1."""
     a = jnp.broadcast_to(jnp.asarray(a, jnp.float32), shape)
     am1 = a - 1.0
     b = 2.0**am1
@@ -59,7 +76,12 @@ def zipf(key: jax.Array, a: Any, shape: tuple[int, ...], dtype: Any) -> jax.Arra
         u, v = jax.random.uniform(sub, (2, *shape), jnp.float32)
         x = jnp.floor((1.0 - u) ** (-1.0 / am1))
         t = (1.0 + 1.0 / x) ** am1
-        accept = (x >= 1.0) & (x <= top) & (v * x * (t - 1.0) / (b - 1.0) <= t / b)
+        # Devroye's test, and the same test divided by t / b, whose terms stay in [0, 1]:
+        # the first becomes inf / inf = NaN, never accepting, once b = 2**(a - 1)
+        # overflows (a >= 129 in float32).
+        direct = v * x * (t - 1.0) / (b - 1.0) <= t / b
+        scaled = v * x * -jnp.expm1(-am1 * jnp.log1p(1.0 / x)) <= -jnp.expm1(-am1 * jnp.log(2.0))
+        accept = (x >= 1.0) & (x <= top) & jnp.where(jnp.isfinite(b), direct, scaled)
         return key, done | accept, jnp.where(done, out, x)
 
     init = (key, jnp.zeros(shape, bool), jnp.ones(shape, jnp.float32))
@@ -106,3 +128,39 @@ def logseries(key: jax.Array, p: Any, shape: tuple[int, ...], dtype: Any) -> jax
     deep = jnp.floor(1.0 + jnp.log(v) / jnp.log(jnp.maximum(q, tiny)))
     out = jnp.where(v >= p, 1.0, jnp.where(v <= q * q, jnp.maximum(deep, 1.0), jnp.where(v >= q, 1.0, 2.0)))
     return out.astype(dtype)
+
+
+def _svd_factor(cov: jax.Array) -> jax.Array:
+    u, s, _ = jnp.linalg.svd(cov)
+    return u * jnp.sqrt(s[..., None, :])
+
+
+@partial(jax.jit, static_argnums=(3, 4, 5))
+def multivariate_normal(
+    key: jax.Array, mean: jax.Array, cov: jax.Array, shape: tuple[int, ...], dtype: Any, method: str
+) -> jax.Array:
+    """``jax.random.multivariate_normal`` without NaNs: a factor with NaNs is replaced by the SVD factor.
+
+    The operations are those of ``jax.random.multivariate_normal`` (so a valid
+    covariance gives the same numbers bit for bit); only a Cholesky or eigen factor
+    that is not finite (a singular or indefinite matrix) is swapped, matrix by
+    matrix, for ``method='svd'``'s factor, which NumPy uses for every matrix.
+    """
+    common = jnp.result_type(mean, cov)
+    if not jnp.issubdtype(common, jnp.inexact):
+        common = jnp.result_type(common, float)
+    mean, cov = mean.astype(common), cov.astype(common)
+    if method == "svd":
+        factor = _svd_factor(cov)
+    else:
+        if method == "eigh":
+            w, v = jnp.linalg.eigh(cov)
+            factor = v * jnp.sqrt(w[..., None, :])
+        else:
+            factor = jnp.linalg.cholesky(cov)
+        broken = ~jnp.isfinite(factor).all(axis=(-2, -1), keepdims=True)
+        # A branch, not a select: the SVD runs only when some matrix needs it.
+        factor = lax.cond(broken.any(), lambda f: jnp.where(broken, _svd_factor(cov), f), lambda f: f, factor)
+    normal_samples = jax.random.normal(key, shape + mean.shape[-1:], dtype)
+    with jax.numpy_rank_promotion("allow"):
+        return mean + jnp.einsum("...ij,...j->...i", factor, normal_samples)

@@ -9,9 +9,11 @@ accelerator that is a blocking transfer on every draw), and tracers have no valu
 
 from __future__ import annotations
 
+import math
 import operator
+import warnings
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -19,7 +21,10 @@ import numpy as np
 
 __all__ = [
     "Size",
+    "Draw",
+    "MAX_DRAW_BYTES",
     "check_size",
+    "check_draw_size",
     "check_dims",
     "check_count",
     "float_dtype",
@@ -30,12 +35,15 @@ __all__ = [
     "check_less",
     "check_sums_to_one",
     "shape_of",
+    "dtype_of",
     "index",
     "out_shape",
     "is_key",
     "check_whole",
     "check_int_range",
     "check_psd",
+    "finite",
+    "check_span",
     "nonneg",
     "positive",
     "probability",
@@ -45,6 +53,28 @@ __all__ = [
 Size = int | Sequence[int] | None
 
 _Tracer = jax.core.Tracer
+_T = TypeVar("_T")
+
+
+class Draw(Protocol):
+    """``RandomState._draw``: check the output size, split the key, run ``sample`` with a key, store the rest.
+
+    The samplers (written on mixins) call it last, after validating their
+    arguments; ``sample`` holds the whole computation that uses the key, so the
+    state keeps its key when that computation raises.
+    """
+
+    def __call__(
+        self, key: Any, fn: str, shape: tuple[int, ...], dtype: Any, sample: Callable[[jax.Array], _T], /
+    ) -> _T: ...
+
+
+# JAX aborts the whole process (it does not raise) when an array it builds reaches
+# 2**63 bytes, and samplers build temporaries larger than their result (random bits,
+# counters, rejection rounds: jax.random.gamma's reach four times its result). A
+# result of at most 2**57 bytes keeps a 64-fold margin and is still far beyond any
+# memory there is, so no draw that could run is refused.
+MAX_DRAW_BYTES = 2**57
 
 
 def _is_int(x: Any) -> bool:
@@ -74,6 +104,21 @@ def check_size(size: Any, fn: str, name: str = "size") -> tuple[int, ...] | None
         if arr.ndim <= 1 and np.issubdtype(arr.dtype, np.integer):
             return check_size(arr.tolist(), fn, name)
     raise TypeError(f"{fn}: `{name}` must be None, an int or a tuple of ints, got {type(size).__name__} {size!r}.")
+
+
+def check_draw_size(shape: tuple[int, ...], dtype: Any, fn: str, source: str = "`size`") -> None:
+    """Raise ``ValueError`` when an array of ``shape`` and ``dtype`` is more than a draw may hold.
+
+    ``source`` names what the shape comes from in the message (``size`` by default).
+    """
+    count = math.prod(shape)
+    nbytes = count * np.dtype(dtype).itemsize
+    if nbytes > MAX_DRAW_BYTES:
+        raise ValueError(
+            f"{fn}: {source} asks for an array of shape {shape}: {count} elements of {np.dtype(dtype).name}, "
+            f"{nbytes} bytes, more than the 2**{MAX_DRAW_BYTES.bit_length() - 1} bytes a draw may hold (JAX "
+            "aborts the process near 2**63 bytes). Draw fewer values, or draw in pieces."
+        )
 
 
 def check_dims(dims: tuple[Any, ...], fn: str) -> tuple[int, ...]:
@@ -152,8 +197,15 @@ def _summary(arr: np.ndarray) -> str:
     return f"an array with min {np.nanmin(arr)!s} and max {np.nanmax(arr)!s}{nan}"
 
 
-def check_values(x: Any, name: str, fn: str, ok: Callable[[np.ndarray], np.ndarray], what: str) -> None:
+def _plain_number(x: Any) -> bool:
+    # A Python float, or an int that converts to one exactly (not a bool).
+    return type(x) is float or (type(x) is int and -(2**53) <= x <= 2**53)
+
+
+def check_values(x: Any, name: str, fn: str, ok: Callable[[Any], Any], what: str) -> None:
     """Raise ``ValueError`` if the concrete value of ``x`` violates ``ok`` (skipped when traced)."""
+    if _plain_number(x) and ok(np.float64(x)):  # the common case, without building arrays
+        return
     arr = concrete(x)
     if arr is None or arr.size == 0:
         return
@@ -167,6 +219,8 @@ def check_values(x: Any, name: str, fn: str, ok: Callable[[np.ndarray], np.ndarr
 
 def check_less(lo: Any, hi: Any, names: tuple[str, str], fn: str) -> None:
     """Raise ``ValueError`` unless ``lo < hi`` everywhere (skipped when either is traced)."""
+    if _plain_number(lo) and _plain_number(hi) and lo < hi:
+        return
     a, b = concrete(lo), concrete(hi)
     if a is None or b is None:
         return
@@ -216,6 +270,11 @@ def out_shape(size: tuple[int, ...] | None, fn: str, *shapes: tuple[int, ...]) -
 def shape_of(x: Any) -> tuple[int, ...]:
     """The shape of a number, array or tracer."""
     return tuple(np.shape(x)) if not hasattr(x, "shape") else tuple(x.shape)
+
+
+def dtype_of(x: Any) -> np.dtype[Any]:
+    """The dtype of a number, array or tracer (never copies a device array)."""
+    return np.dtype(x.dtype) if hasattr(x, "dtype") else np.asarray(x).dtype
 
 
 _KEY_DTYPE_TYPES: set[type] = set()
@@ -277,20 +336,71 @@ def check_int_range(x: Any, name: str, fn: str, dtype: Any) -> None:
         )
 
 
-def check_psd(cov: Any, name: str, fn: str) -> None:
-    """Raise ``ValueError`` unless the host matrix (stack) ``cov`` is symmetric positive semi-definite."""
+def check_psd(cov: Any, name: str, fn: str, check_valid: str = "raise", tol: Any = 1e-8) -> None:
+    """NumPy's covariance check of ``multivariate_normal``, on the host matrix (stack) ``cov``.
+
+    As in NumPy, ``cov`` is valid when the matrix rebuilt from its SVD
+    (``V^T diag(s) V``) equals it within ``rtol = atol = tol``: that holds exactly
+    for symmetric positive semi-definite matrices. An invalid ``cov`` raises
+    ``ValueError`` (``check_valid='raise'``) or warns (``'warn'``, a
+    ``RuntimeWarning``); ``'ignore'`` skips the check. Device and traced matrices
+    are not checked.
+    """
+    if check_valid not in ("warn", "raise", "ignore"):
+        raise ValueError(f"{fn}: `check_valid` must be 'warn', 'raise' or 'ignore', got {check_valid!r}.")
+    if isinstance(tol, (bool, np.bool_)) or not isinstance(tol, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{fn}: `tol` must be a real number, got {type(tol).__name__} {tol!r}.")
+    if not tol >= 0:
+        raise ValueError(f"{fn}: `tol` must be >= 0, got {tol!r}.")
     arr = concrete(cov)
-    if arr is None or arr.size == 0 or arr.ndim < 2:
+    if check_valid == "ignore" or arr is None or arr.size == 0 or arr.ndim < 2:
         return
-    a = arr.astype(np.float64)
-    scale = max(float(np.max(np.abs(a))), 1e-300)
-    if not np.allclose(a, np.swapaxes(a, -1, -2), rtol=1e-5, atol=1e-8 * scale):
-        raise ValueError(f"{fn}: `{name}` must be a symmetric matrix; it is not symmetric.")
+    problem = _covariance_problem(arr.astype(np.float64), float(tol))
+    if problem is None:
+        return
+    message = (
+        f"{fn}: `{name}` must be {problem}. Pass a valid covariance matrix, a larger `tol`, or "
+        "check_valid='warn' / 'ignore' to draw anyway (from the matrix's SVD, as NumPy does)."
+    )
+    if check_valid == "raise":
+        raise ValueError(message)
+    warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+def _covariance_problem(a: np.ndarray, tol: float) -> str | None:
+    """What NumPy's SVD check finds wrong with ``a`` (``None`` when it passes)."""
+    if not np.isfinite(a).all():
+        return "a finite, symmetric positive semi-definite matrix; it has infinite entries"
+    _, s, vh = np.linalg.svd(a)
+    rebuilt = np.swapaxes(vh, -1, -2) * s[..., None, :] @ vh
+    if np.allclose(rebuilt, a, rtol=tol, atol=tol):
+        return None
+    if not np.allclose(a, np.swapaxes(a, -1, -2), rtol=tol, atol=tol):
+        return f"a symmetric matrix; it is not symmetric (within tol={tol:g})"
     smallest = float(np.min(np.linalg.eigvalsh(a)))
-    if smallest < -1e-6 * scale:
+    return f"positive semi-definite; its smallest eigenvalue is {smallest:.6g} (tol={tol:g})"
+
+
+def finite(x: Any, name: str, fn: str) -> None:
+    """``x`` finite (host values only), where NumPy refuses an infinite parameter."""
+    check_values(x, name, fn, np.isfinite, "finite")
+
+
+def check_span(low: Any, high: Any, names: tuple[str, str], fn: str) -> None:
+    """``low``, ``high`` and ``high - low`` finite (host values only), as NumPy's ``uniform`` requires."""
+    finite(low, names[0], fn)
+    finite(high, names[1], fn)
+    if _plain_number(low) and _plain_number(high) and math.isfinite(float(high) - float(low)):
+        return
+    a, b = concrete(low), concrete(high)
+    if a is None or b is None:
+        return
+    with np.errstate(over="ignore", invalid="ignore"):
+        span = np.asarray(b, np.float64) - np.asarray(a, np.float64)
+    if not np.all(np.isfinite(span)):
         raise ValueError(
-            f"{fn}: `{name}` must be positive semi-definite; its smallest eigenvalue is "
-            f"{smallest:.6g}. Use a valid covariance matrix."
+            f"{fn}: `{names[1]} - {names[0]}` must be finite (the range is too wide to draw from), got "
+            f"{names[0]}={_summary(a)} and {names[1]}={_summary(b)}."
         )
 
 

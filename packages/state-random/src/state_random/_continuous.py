@@ -1,7 +1,8 @@
 """Continuous one-parameter and location/scale samplers of ``RandomState`` (written once).
 
-As everywhere in this package: validate first, then take the key with
-``self._key(key, name)``, so a failed call never advances the state.
+As everywhere in this package: validate first, then draw through
+``self._draw(key, name, shape, dtype, sample)``, so a failed call never advances
+the state.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike, DTypeLike
 
-from ._checks import Size, as_param, check_size, float_dtype, loc_scale, nonneg, out_shape, positive, shape_of
+from ._checks import Draw, Size, as_param, check_size, float_dtype, loc_scale, nonneg, out_shape, positive, shape_of
 
 __all__ = ["ContinuousSamplers"]
 
@@ -35,7 +36,7 @@ def _standard(fn: str, size: Size, dtype: Any) -> tuple[Any, ...]:
 class ContinuousSamplers:
     """Exponential, gamma, t, Weibull, location/scale families ... (a mixin of ``RandomState``)."""
 
-    _key: Callable[[Any, str], jax.Array]
+    _draw: Draw
 
     def exponential(
         self,
@@ -60,7 +61,7 @@ class ContinuousSamplers:
             True
         """
         scale, shape, dt = _one_param("exponential", 1.0 if scale is None else scale, "scale", size, dtype, nonneg)
-        return jax.random.exponential(self._key(key, "exponential"), shape, dt) * scale
+        return self._draw(key, "exponential", shape, dt, lambda k: jax.random.exponential(k, shape, dt) * scale)
 
     def standard_exponential(
         self, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None
@@ -79,7 +80,7 @@ class ContinuousSamplers:
             (2, 2)
         """
         shape, dt = _standard("standard_exponential", size, dtype)
-        return jax.random.exponential(self._key(key, "standard_exponential"), shape, dt)
+        return self._draw(key, "standard_exponential", shape, dt, lambda k: jax.random.exponential(k, shape, dt))
 
     def gamma(
         self,
@@ -112,7 +113,7 @@ class ContinuousSamplers:
         positive(a, "shape", fn)
         nonneg(scale, "scale", fn)
         out = out_shape(check_size(size, fn), fn, shape_of(a), shape_of(scale))
-        return jax.random.gamma(self._key(key, fn), a, out, dt) * scale
+        return self._draw(key, fn, out, dt, lambda k: jax.random.gamma(k, a, out, dt) * scale)
 
     def standard_gamma(
         self, shape: ArrayLike, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None
@@ -132,7 +133,7 @@ class ContinuousSamplers:
             True
         """
         a, out, dt = _one_param("standard_gamma", shape, "shape", size, dtype, positive)
-        return jax.random.gamma(self._key(key, "standard_gamma"), a, out, dt)
+        return self._draw(key, "standard_gamma", out, dt, lambda k: jax.random.gamma(k, a, out, dt))
 
     def beta(
         self,
@@ -165,7 +166,7 @@ class ContinuousSamplers:
         positive(a, "a", fn)
         positive(b, "b", fn)
         shape = out_shape(check_size(size, fn), fn, shape_of(a), shape_of(b))
-        return jax.random.beta(self._key(key, fn), a, b, shape, dt)
+        return self._draw(key, fn, shape, dt, lambda k: jax.random.beta(k, a, b, shape, dt))
 
     def chisquare(
         self,
@@ -194,7 +195,7 @@ class ContinuousSamplers:
             True
         """
         df, shape, dt = _one_param("chisquare", df, "df", size, dtype, positive if check_valid else None)
-        return jax.random.chisquare(self._key(key, "chisquare"), df, shape, dt)
+        return self._draw(key, "chisquare", shape, dt, lambda k: jax.random.chisquare(k, df, shape, dt))
 
     def t(
         self, df: ArrayLike, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None
@@ -214,7 +215,7 @@ class ContinuousSamplers:
             (3,)
         """
         df, shape, dt = _one_param("t", df, "df", size, dtype, positive)
-        return jax.random.t(self._key(key, "t"), df, shape, dt)
+        return self._draw(key, "t", shape, dt, lambda k: jax.random.t(k, df, shape, dt))
 
     def standard_t(
         self, df: ArrayLike, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None
@@ -234,7 +235,7 @@ class ContinuousSamplers:
             True
         """
         df, shape, dt = _one_param("standard_t", df, "df", size, dtype, positive)
-        return jax.random.t(self._key(key, "standard_t"), df, shape, dt)
+        return self._draw(key, "standard_t", shape, dt, lambda k: jax.random.t(k, df, shape, dt))
 
     def pareto(
         self, a: ArrayLike, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None
@@ -255,7 +256,7 @@ class ContinuousSamplers:
         """
         a, shape, dt = _one_param("pareto", a, "a", size, dtype, positive)
         # NumPy's pareto is the Lomax (Pareto II) distribution: classical Pareto minus 1.
-        return jax.random.pareto(self._key(key, "pareto"), a, shape, dt) - 1
+        return self._draw(key, "pareto", shape, dt, lambda k: jax.random.pareto(k, a, shape, dt) - 1)
 
     def power(
         self,
@@ -285,7 +286,9 @@ class ContinuousSamplers:
             True
         """
         a, shape, dt = _one_param("power", a, "a", size, dtype, positive if check_valid else None)
-        return jax.random.uniform(self._key(key, "power"), shape, dt) ** (1.0 / jnp.asarray(a, dt))
+        return self._draw(
+            key, "power", shape, dt, lambda k: jax.random.uniform(k, shape, dt) ** (1.0 / jnp.asarray(a, dt))
+        )
 
     def weibull(
         self, a: ArrayLike, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None
@@ -305,7 +308,7 @@ class ContinuousSamplers:
             True
         """
         a, shape, dt = _one_param("weibull", a, "a", size, dtype, positive)
-        return jax.random.weibull_min(self._key(key, "weibull"), 1.0, a, shape, dt)
+        return self._draw(key, "weibull", shape, dt, lambda k: jax.random.weibull_min(k, 1.0, a, shape, dt))
 
     def weibull_min(
         self,
@@ -338,7 +341,7 @@ class ContinuousSamplers:
         positive(a, "a", fn)
         positive(scale, "scale", fn)
         shape = out_shape(check_size(size, fn), fn, shape_of(a), shape_of(scale))
-        return jax.random.weibull_min(self._key(key, fn), scale, a, shape, dt)
+        return self._draw(key, fn, shape, dt, lambda k: jax.random.weibull_min(k, scale, a, shape, dt))
 
     def rayleigh(
         self,
@@ -363,7 +366,7 @@ class ContinuousSamplers:
             True
         """
         scale, shape, dt = _one_param("rayleigh", 1.0 if scale is None else scale, "scale", size, dtype, positive)
-        return jax.random.rayleigh(self._key(key, "rayleigh"), scale, shape, dt)
+        return self._draw(key, "rayleigh", shape, dt, lambda k: jax.random.rayleigh(k, scale, shape, dt))
 
     def maxwell(self, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None) -> jax.Array:
         """Maxwell-Boltzmann samples (scale 1): the length of a 3-d standard normal vector.
@@ -380,7 +383,7 @@ class ContinuousSamplers:
             True
         """
         shape, dt = _standard("maxwell", size, dtype)
-        return jax.random.maxwell(self._key(key, "maxwell"), shape, dt)
+        return self._draw(key, "maxwell", shape, dt, lambda k: jax.random.maxwell(k, shape, dt))
 
     def loggamma(
         self, a: ArrayLike, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None
@@ -400,7 +403,7 @@ class ContinuousSamplers:
             (3,)
         """
         a, shape, dt = _one_param("loggamma", a, "a", size, dtype, positive)
-        return jax.random.loggamma(self._key(key, "loggamma"), a, shape, dt)
+        return self._draw(key, "loggamma", shape, dt, lambda k: jax.random.loggamma(k, a, shape, dt))
 
     def laplace(
         self,
@@ -427,7 +430,7 @@ class ContinuousSamplers:
             Array([1., 1.], dtype=float32)
         """
         loc, scale, shape, dt = loc_scale("laplace", loc, scale, size, dtype)
-        return jax.random.laplace(self._key(key, "laplace"), shape, dt) * scale + loc
+        return self._draw(key, "laplace", shape, dt, lambda k: jax.random.laplace(k, shape, dt) * scale + loc)
 
     def logistic(
         self,
@@ -454,7 +457,7 @@ class ContinuousSamplers:
             (2, 3)
         """
         loc, scale, shape, dt = loc_scale("logistic", loc, scale, size, dtype)
-        return jax.random.logistic(self._key(key, "logistic"), shape, dt) * scale + loc
+        return self._draw(key, "logistic", shape, dt, lambda k: jax.random.logistic(k, shape, dt) * scale + loc)
 
     def gumbel(
         self,
@@ -481,7 +484,7 @@ class ContinuousSamplers:
             (3,)
         """
         loc, scale, shape, dt = loc_scale("gumbel", loc, scale, size, dtype)
-        return jax.random.gumbel(self._key(key, "gumbel"), shape, dt) * scale + loc
+        return self._draw(key, "gumbel", shape, dt, lambda k: jax.random.gumbel(k, shape, dt) * scale + loc)
 
     def cauchy(
         self,
@@ -508,7 +511,7 @@ class ContinuousSamplers:
             (3,)
         """
         loc, scale, shape, dt = loc_scale("cauchy", loc, scale, size, dtype)
-        return jax.random.cauchy(self._key(key, "cauchy"), shape, dt) * scale + loc
+        return self._draw(key, "cauchy", shape, dt, lambda k: jax.random.cauchy(k, shape, dt) * scale + loc)
 
     def standard_cauchy(
         self, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None
@@ -527,4 +530,4 @@ class ContinuousSamplers:
             (2,)
         """
         shape, dt = _standard("standard_cauchy", size, dtype)
-        return jax.random.cauchy(self._key(key, "standard_cauchy"), shape, dt)
+        return self._draw(key, "standard_cauchy", shape, dt, lambda k: jax.random.cauchy(k, shape, dt))

@@ -1,12 +1,11 @@
 """Integer-valued samplers and random selection of ``RandomState`` (written once).
 
-Validate first, then take the key with ``self._key(key, name)``, so a failed
-call never advances the state.
+Validate first, then draw through ``self._draw(key, name, shape, dtype, sample)``,
+so a failed call never advances the state.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -16,9 +15,11 @@ from jax.typing import ArrayLike, DTypeLike
 
 from . import _algorithms as A
 from ._checks import (
+    Draw,
     Size,
     as_param,
     check_count,
+    check_draw_size,
     check_int_range,
     check_less,
     check_size,
@@ -26,6 +27,8 @@ from ._checks import (
     check_values,
     check_whole,
     concrete,
+    dtype_of,
+    finite,
     float_dtype,
     index,
     int_dtype,
@@ -48,13 +51,28 @@ def _count_dtype(dtype: Any, fn: str) -> np.dtype:
 
 def _whole_nonneg(x: Any, name: str, fn: str) -> None:
     nonneg(x, name, fn)
+    finite(x, name, fn)
     check_whole(x, name, fn)
+
+
+def _trials(n: Any, fn: str, dtype: np.dtype) -> None:
+    """A number of trials: a whole number >= 0 that fits the integer counts drawn (NumPy: an int64)."""
+    _whole_nonneg(n, "n", fn)
+    if jnp.issubdtype(dtype, jnp.integer):
+        check_int_range(n, "n", fn, dtype)
+
+
+def _poisson_rate_limit(dtype: np.dtype) -> int:
+    # NumPy refuses rates above max - 10 * sqrt(max) of its int64 counts ("lam value
+    # too large"): beyond, a draw may not fit. The same rule for the counts drawn here.
+    top = int(np.iinfo(dtype).max)
+    return int(top - 10.0 * np.sqrt(top))
 
 
 class DiscreteSamplers:
     """``randint``, ``binomial``, ``poisson``, ``choice``, ``permutation`` ... (a mixin of ``RandomState``)."""
 
-    _key: Callable[[Any, str], jax.Array]
+    _draw: Draw
 
     def _randint(self, fn: str, low: Any, high: Any, size: Size, dtype: Any, key: Any) -> jax.Array:
         dt = int_dtype(dtype, fn)
@@ -63,7 +81,7 @@ class DiscreteSamplers:
         check_int_range(high, "high", fn, dt)
         check_less(low, high, ("low", "high"), fn)
         shape = out_shape(check_size(size, fn), fn, shape_of(low), shape_of(high))
-        return jax.random.randint(self._key(key, fn), shape, low, high, dt)
+        return self._draw(key, fn, shape, dt, lambda k: jax.random.randint(k, shape, low, high, dt))
 
     def randint(
         self,
@@ -188,7 +206,7 @@ class DiscreteSamplers:
         if check_valid:
             probability(p, "p", fn)
         shape = out_shape(check_size(size, fn), fn, shape_of(p))
-        return jax.random.bernoulli(self._key(key, fn), p, shape)
+        return self._draw(key, fn, shape, np.bool_, lambda k: jax.random.bernoulli(k, p, shape))
 
     def binomial(
         self,
@@ -202,8 +220,8 @@ class DiscreteSamplers:
     ) -> jax.Array:
         """Binomial counts of ``n`` trials with success probability ``p`` (int32 by default).
 
-        ``n`` must be a whole number ``>= 0`` (``check_valid=False`` skips the host
-        value checks). ``dtype`` may be an integer or a floating dtype
+        ``n`` must be a finite whole number ``>= 0`` that fits the integer ``dtype``
+        (``check_valid=False`` skips the host value checks). ``dtype`` may be an integer or a floating dtype
         (``jax.random.binomial`` is float; the result is cast).
 
         Args:
@@ -225,10 +243,10 @@ class DiscreteSamplers:
         dt = _count_dtype(dtype, fn)
         n, p = as_param(n, "n", fn), as_param(p, "p", fn)
         if check_valid:
-            _whole_nonneg(n, "n", fn)
+            _trials(n, fn, dt)
             probability(p, "p", fn)
         shape = out_shape(check_size(size, fn), fn, shape_of(n), shape_of(p))
-        return jax.random.binomial(self._key(key, fn), n, p, shape).astype(dt)
+        return self._draw(key, fn, shape, dt, lambda k: jax.random.binomial(k, n, p, shape).astype(dt))
 
     def poisson(
         self,
@@ -239,6 +257,9 @@ class DiscreteSamplers:
         dtype: DTypeLike | None = None,
     ) -> jax.Array:
         """Poisson counts with rate ``lam`` (int32 by default).
+
+        A host ``lam`` must be finite and at most ``max - 10 * sqrt(max)`` of the
+        count dtype (NumPy's rule for its int64 counts), so that the counts fit.
 
         Args:
             lam: the rate, ``>= 0``.
@@ -256,8 +277,16 @@ class DiscreteSamplers:
         dt = int_dtype(dtype, fn)
         lam = as_param(lam, "lam", fn)
         nonneg(lam, "lam", fn)
+        limit = _poisson_rate_limit(dt)
+        check_values(
+            lam,
+            "lam",
+            fn,
+            lambda a: a <= limit,
+            f"at most {limit}, for the counts to fit {dt.name} (or pass a wider `dtype`)",
+        )
         shape = out_shape(check_size(size, fn), fn, shape_of(lam))
-        return jax.random.poisson(self._key(key, fn), lam, shape, dt)
+        return self._draw(key, fn, shape, dt, lambda k: jax.random.poisson(k, lam, shape, dt))
 
     def geometric(
         self, p: ArrayLike, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None
@@ -281,7 +310,7 @@ class DiscreteSamplers:
         p = as_param(p, "p", fn)
         check_values(p, "p", fn, lambda a: (a > 0) & (a <= 1), "a probability in (0, 1]")
         shape = out_shape(check_size(size, fn), fn, shape_of(p))
-        return jax.random.geometric(self._key(key, fn), p, shape, dt)
+        return self._draw(key, fn, shape, dt, lambda k: jax.random.geometric(k, p, shape, dt))
 
     def negative_binomial(
         self,
@@ -311,12 +340,17 @@ class DiscreteSamplers:
         dt = int_dtype(dtype, fn)
         n, p = as_param(n, "n", fn), as_param(p, "p", fn)
         positive(n, "n", fn)
+        finite(n, "n", fn)  # NumPy returns a meaningless overflowed count for an infinite n
         check_values(p, "p", fn, lambda a: (a > 0) & (a <= 1), "a probability in (0, 1]")
         shape = out_shape(check_size(size, fn), fn, shape_of(n), shape_of(p))
-        k_gamma, k_poisson = jax.random.split(self._key(key, fn))
         p = jnp.asarray(p, jnp.float32)
-        rate = jax.random.gamma(k_gamma, n, shape) * ((1.0 - p) / p)
-        return jax.random.poisson(k_poisson, rate, shape, dt)
+
+        def sample(k: jax.Array) -> jax.Array:
+            k_gamma, k_poisson = jax.random.split(k)
+            rate = jax.random.gamma(k_gamma, n, shape) * ((1.0 - p) / p)
+            return jax.random.poisson(k_poisson, rate, shape, dt)
+
+        return self._draw(key, fn, shape, dt, sample)
 
     def hypergeometric(
         self,
@@ -357,7 +391,7 @@ class DiscreteSamplers:
         g, b, s = concrete(ngood), concrete(nbad), concrete(nsample)
         if g is not None and b is not None and s is not None and np.any(s > g + b):
             raise ValueError(f"{fn}: `nsample` must be at most ngood + nbad, got nsample={s}, ngood + nbad={g + b}.")
-        return A.hypergeometric(self._key(key, fn), ngood, nbad, nsample, shape, dt)
+        return self._draw(key, fn, shape, dt, lambda k: A.hypergeometric(k, ngood, nbad, nsample, shape, dt))
 
     def logseries(
         self, p: ArrayLike, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None
@@ -381,7 +415,7 @@ class DiscreteSamplers:
         p = as_param(p, "p", fn)
         check_values(p, "p", fn, lambda a: (a >= 0) & (a < 1), "in [0, 1)")
         shape = out_shape(check_size(size, fn), fn, shape_of(p))
-        return A.logseries(self._key(key, fn), p, shape, dt)
+        return self._draw(key, fn, shape, dt, lambda k: A.logseries(k, p, shape, dt))
 
     def zipf(
         self, a: ArrayLike, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None
@@ -405,7 +439,7 @@ class DiscreteSamplers:
         a = as_param(a, "a", fn)
         check_values(a, "a", fn, lambda x: x > 1, "> 1")
         shape = out_shape(check_size(size, fn), fn, shape_of(a))
-        return A.zipf(self._key(key, fn), a, shape, dt)
+        return self._draw(key, fn, shape, dt, lambda k: A.zipf(k, a, shape, dt))
 
     def multinomial(
         self,
@@ -448,24 +482,28 @@ class DiscreteSamplers:
             raise ValueError(f"{fn}: `pvals` must have at least one category, got shape {pshape}.")
         pv = concrete(pvals) if check_valid else None
         if check_valid:
-            _whole_nonneg(n, "n", fn)
+            _trials(n, fn, dt)
             probability(pvals, "pvals", fn)
         if pv is not None and np.any(pv[..., :-1].sum(-1) > 1.0 + 1e-5):
             raise ValueError(f"{fn}: `sum(pvals[..., :-1])` must be <= 1, got {pv[..., :-1].sum(-1)}.")
         shape = out_shape(check_size(size, fn), fn, shape_of(n), pshape[:-1])
-        keys = jax.random.split(self._key(key, fn), max(pshape[-1] - 1, 1))
         pvals = jnp.asarray(pvals, jnp.float32)
-        left = jnp.broadcast_to(jnp.asarray(n, jnp.float32), shape)
-        mass = jnp.ones(shape, jnp.float32)
-        counts = []
-        for j in range(pshape[-1] - 1):
-            pj = jnp.broadcast_to(pvals[..., j], shape)
-            prob = jnp.clip(jnp.where(mass > 0, pj / jnp.where(mass > 0, mass, 1.0), 0.0), 0.0, 1.0)
-            c = jax.random.binomial(keys[j], left, prob, shape)
-            counts.append(c)
-            left, mass = left - c, mass - pj
-        counts.append(left)
-        return jnp.stack(counts, -1).astype(dt)
+
+        def sample(k: jax.Array) -> jax.Array:
+            keys = jax.random.split(k, max(pshape[-1] - 1, 1))
+            left = jnp.broadcast_to(jnp.asarray(n, jnp.float32), shape)
+            mass = jnp.ones(shape, jnp.float32)
+            counts = []
+            for j in range(pshape[-1] - 1):
+                pj = jnp.broadcast_to(pvals[..., j], shape)
+                prob = jnp.clip(jnp.where(mass > 0, pj / jnp.where(mass > 0, mass, 1.0), 0.0), 0.0, 1.0)
+                c = jax.random.binomial(keys[j], left, prob, shape)
+                counts.append(c)
+                left, mass = left - c, mass - pj
+            counts.append(left)
+            return jnp.stack(counts, -1).astype(dt)
+
+        return self._draw(key, fn, (*shape, pshape[-1]), dt, sample)
 
     def categorical(
         self, logits: ArrayLike, axis: int = -1, size: Size = None, *, key: ArrayLike | None = None
@@ -497,7 +535,16 @@ class DiscreteSamplers:
         batch = tuple(np.delete(np.array(lshape, dtype=int), axis).tolist())
         size = check_size(size, fn)
         shape = None if size is None else out_shape(size, fn, batch)
-        return jax.random.categorical(self._key(key, fn), logits, axis, shape)
+        # Drawn as Gumbel noise over every category: the largest array is the output times the categories.
+        noise = (*(batch if shape is None else shape), lshape[axis])
+        check_draw_size(noise, float_dtype(None, fn), fn)
+        return self._draw(
+            key,
+            fn,
+            batch if shape is None else shape,
+            int_dtype(None, fn),
+            lambda k: jax.random.categorical(k, logits, axis, shape),
+        )
 
     def choice(
         self,
@@ -563,10 +610,22 @@ class DiscreteSamplers:
                 raise ValueError(f"{fn}: `p` must have shape ({n},) to match `a`, got {shape_of(p)}.")
             probability(p, "p", fn)
             check_sums_to_one(p, "p", fn)
+        if not replace or p is not None:  # drawn over the whole population (a permutation, or cumulative p)
+            check_draw_size((n,), float_dtype(None, fn), fn, "`a`")
         if items is None:
-            return jax.random.choice(self._key(key, fn), a if a is not None else n, shape, bool(replace), p, axis)
-        picked = np.asarray(jax.random.choice(self._key(key, fn), n, shape, bool(replace), p))
-        return np.take(items, picked, axis=axis)
+            if isinstance(a, (int, np.integer)):
+                out, dt = shape, int_dtype(None, fn)
+            else:  # the picked slices of `a`, with `size` in place of the axis
+                ax = axis % len(ashape)
+                out, dt = (*ashape[:ax], *shape, *ashape[ax + 1 :]), dtype_of(a)
+            return self._draw(key, fn, out, dt, lambda k: jax.random.choice(k, a, shape, bool(replace), p, axis))
+        return self._draw(
+            key,
+            fn,
+            shape,
+            int_dtype(None, fn),
+            lambda k: np.take(items, np.asarray(jax.random.choice(k, n, shape, bool(replace), p)), axis=axis),
+        )
 
     def permutation(
         self, x: int | ArrayLike, axis: int = 0, independent: bool = False, *, key: ArrayLike | None = None
@@ -591,6 +650,9 @@ class DiscreteSamplers:
         axis = index(axis, "axis", fn)
         if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
             x = check_count(x, "x", fn)
+            shape: tuple[int, ...] = (x,)
+            dt = int_dtype(None, fn)
+            check_draw_size(shape, dt, fn, "`x`")
         else:
             x = as_param(x, "x", fn)
             xshape = shape_of(x)
@@ -598,7 +660,8 @@ class DiscreteSamplers:
                 raise ValueError(f"{fn}: `x` must be an int or an array with at least one dimension.")
             if not -len(xshape) <= axis < len(xshape):
                 raise ValueError(f"{fn}: `axis` {axis} is out of range for `x` of shape {xshape}.")
-        return jax.random.permutation(self._key(key, fn), x, axis, bool(independent))
+            shape, dt = xshape, dtype_of(x)
+        return self._draw(key, fn, shape, dt, lambda k: jax.random.permutation(k, x, axis, bool(independent)))
 
     def shuffle(self, x: ArrayLike, axis: int = 0, *, key: ArrayLike | None = None) -> jax.Array:
         """Return ``x`` shuffled along ``axis``.

@@ -6,7 +6,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import jax
 import numpy as np
@@ -14,7 +14,7 @@ from jax.typing import ArrayLike
 
 from state_core import State
 
-from ._checks import check_count, is_key
+from ._checks import check_count, check_draw_size, is_key
 from ._continuous import ContinuousSamplers
 from ._discrete import DiscreteSamplers
 from ._special import SpecialSamplers
@@ -22,6 +22,8 @@ from ._uniform_normal import UniformNormalSamplers
 from ._units import add_unit_support
 
 __all__ = ["RandomState"]
+
+_T = TypeVar("_T")
 
 _ENTROPY = object()  # "seed me with fresh entropy when first needed"
 _LOCK = threading.Lock()
@@ -170,7 +172,8 @@ class RandomState(UniformNormalSamplers, ContinuousSamplers, SpecialSamplers, Di
     value is refused at once.
 
     Splitting is atomic: threads drawing from one RandomState (such as the shared
-    ``DEFAULT``) never receive the same key.
+    ``DEFAULT``) never receive the same key. The state's next key is stored only
+    once a draw has returned, so a draw that raises leaves the key as it was.
 
     Example:
         >>> import jax
@@ -400,25 +403,33 @@ class RandomState(UniformNormalSamplers, ContinuousSamplers, SpecialSamplers, Di
         """
         if n is not None:
             n = check_count(n, "n", "split_key", minimum=1)
+            check_draw_size((n + 1, 2), np.uint32, "split_key", "`n`")
         if backup and getattr(self, "_backup", None) is not None:
             self.backup_key()  # raises: a backup is pending
         with _SPLIT_LOCKS[(id(self) >> 4) & 63]:
-            key = self.value
-            if key.ndim != 0:
-                raise ValueError(
-                    f"split_key: {self.describe()} holds an array of keys of shape {key.shape}, "
-                    "not a single key. Draw inside a mapping transform that declares its axis "
-                    "(e.g. vmap2 with state_in_axes), or set a single key with set_key()."
-                )
-            if isinstance(key, jax.core.Tracer):
-                parts = jax.random.split(key, 2 if n is None else n + 1)
-                keep, out = parts[0], (parts[1] if n is None else parts[1:])
-            else:
-                keep, out = _split_eager(key, n)
+            key, keep, out = self._next_keys(n)
             if backup:
                 self._backup = key
             _set_state_value(self, keep)
         return out
+
+    def _next_keys(self, n: int | None) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """``(K, keep, out)``: the current key, the key the state goes on with and the new key(s).
+
+        Nothing is stored; the caller holds this state's split lock until it stores ``keep``.
+        """
+        key = self.value
+        if key.ndim != 0:
+            raise ValueError(
+                f"split_key: {self.describe()} holds an array of keys of shape {key.shape}, "
+                "not a single key. Draw inside a mapping transform that declares its axis "
+                "(e.g. vmap2 with state_in_axes), or set a single key with set_key()."
+            )
+        if isinstance(key, jax.core.Tracer):
+            parts = jax.random.split(key, 2 if n is None else n + 1)
+            return key, parts[0], (parts[1] if n is None else parts[1:])
+        keep, out = _split_eager(key, n)
+        return key, keep, out
 
     def split_keys(self, n: int, backup: bool = False) -> jax.Array:
         """``n`` new keys (shape ``(n,)``); same as ``split_key(n, backup)``.
@@ -455,6 +466,7 @@ class RandomState(UniformNormalSamplers, ContinuousSamplers, SpecialSamplers, Di
             ()
         """
         n = check_count(n, "n", "self_assign_multi_keys", minimum=1)
+        check_draw_size((n, 2), np.uint32, "self_assign_multi_keys", "`n`")
         if backup and getattr(self, "_backup", None) is not None:
             self.backup_key()  # raises: a backup is pending
         with _SPLIT_LOCKS[(id(self) >> 4) & 63]:
@@ -528,13 +540,20 @@ class RandomState(UniformNormalSamplers, ContinuousSamplers, SpecialSamplers, Di
         """
         return _SPLIT_LOCKS[(id(self) >> 4) & 63]
 
-    def _key(self, key: Any, fn: str) -> jax.Array:
-        # Called by every sampler after its arguments were validated.
-        if key is None:
-            return self.split_key()
-        if _is_int(key):
-            return jax.random.key(check_seed(key, fn))
-        return as_key(key, fn, "key", allow_batch=False)
+    def _draw(self, key: Any, fn: str, shape: tuple[int, ...], dtype: Any, sample: Callable[[jax.Array], _T], /) -> _T:
+        # Every sampler calls this last, after validating its arguments.
+        check_draw_size(shape, dtype, fn)
+        if key is not None:
+            return sample(
+                jax.random.key(check_seed(key, fn)) if _is_int(key) else as_key(key, fn, "key", allow_batch=False)
+            )
+        with _SPLIT_LOCKS[(id(self) >> 4) & 63]:
+            _, keep, use = self._next_keys(None)
+            out = sample(use)
+            # Stored only once the draw is done: a draw that raises (out of memory,
+            # an error while tracing) leaves the key where it was.
+            _set_state_value(self, keep)
+        return out
 
 
 # Sampler methods are written once, on mixins; show them as RandomState methods.

@@ -1,13 +1,12 @@
 """Multi-parameter continuous samplers of ``RandomState``: F, non-central, triangular, von Mises ...
 
 Written once (``_default`` binds them to ``DEFAULT``). Samplers that need more
-than one random stream split the single key they take (``self._key``), so every
-call still advances the state exactly once.
+than one random stream split the single key ``self._draw`` hands them, so every
+call still advances the state exactly once (and not at all when it fails).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -16,6 +15,7 @@ from jax.typing import ArrayLike, DTypeLike
 
 from . import _algorithms as A
 from ._checks import (
+    Draw,
     Size,
     as_param,
     check_count,
@@ -43,13 +43,14 @@ def _noncentral_chisquare(key: jax.Array, df: Any, nonc: Any, shape: tuple[Any, 
     dof = jnp.where(big, df - 1.0, df + 2.0 * i)
     chi2 = 2.0 * jax.random.gamma(kg, 0.5 * dof, shape, dt)
     n = jax.random.normal(kn, shape, dt) + jnp.sqrt(nonc)
-    return jnp.where(big, chi2 + n * n, chi2)
+    # An infinite non-centrality gives infinity (as in NumPy), not the int32-clipped Poisson count.
+    return jnp.where(jnp.isinf(nonc), jnp.inf, jnp.where(big, chi2 + n * n, chi2))
 
 
 class SpecialSamplers:
     """``f``, ``noncentral_*``, ``triangular``, ``vonmises``, ``wald``, ``dirichlet``, ``orthogonal``."""
 
-    _key: Callable[[Any, str], jax.Array]
+    _draw: Draw
 
     def f(
         self,
@@ -81,7 +82,7 @@ class SpecialSamplers:
         positive(dfnum, "dfnum", fn)
         positive(dfden, "dfden", fn)
         shape = out_shape(check_size(size, fn), fn, shape_of(dfnum), shape_of(dfden))
-        return jax.random.f(self._key(key, fn), dfnum, dfden, shape, dt)
+        return self._draw(key, fn, shape, dt, lambda k: jax.random.f(k, dfnum, dfden, shape, dt))
 
     def noncentral_chisquare(
         self,
@@ -113,7 +114,7 @@ class SpecialSamplers:
         positive(df, "df", fn)
         nonneg(nonc, "nonc", fn)
         shape = out_shape(check_size(size, fn), fn, shape_of(df), shape_of(nonc))
-        return _noncentral_chisquare(self._key(key, fn), df, nonc, shape, dt)
+        return self._draw(key, fn, shape, dt, lambda k: _noncentral_chisquare(k, df, nonc, shape, dt))
 
     def noncentral_f(
         self,
@@ -149,10 +150,14 @@ class SpecialSamplers:
         positive(dfden, "dfden", fn)
         nonneg(nonc, "nonc", fn)
         shape = out_shape(check_size(size, fn), fn, shape_of(dfnum), shape_of(dfden), shape_of(nonc))
-        k_num, k_den = jax.random.split(self._key(key, fn))
-        num = _noncentral_chisquare(k_num, dfnum, nonc, shape, dt) / jnp.asarray(dfnum, dt)
-        den = jax.random.chisquare(k_den, dfden, shape, dt) / jnp.asarray(dfden, dt)
-        return num / den
+
+        def sample(k: jax.Array) -> jax.Array:
+            k_num, k_den = jax.random.split(k)
+            num = _noncentral_chisquare(k_num, dfnum, nonc, shape, dt) / jnp.asarray(dfnum, dt)
+            den = jax.random.chisquare(k_den, dfden, shape, dt) / jnp.asarray(dfden, dt)
+            return num / den
+
+        return self._draw(key, fn, shape, dt, sample)
 
     def triangular(
         self,
@@ -189,7 +194,7 @@ class SpecialSamplers:
         lo, mid, hi = concrete(left), concrete(mode), concrete(right)
         if lo is not None and mid is not None and hi is not None and not ((lo <= mid) & (mid <= hi)).all():
             raise ValueError(f"{fn}: `mode` must lie in [left, right], got mode={mid}, left={lo}, right={hi}.")
-        return jax.random.triangular(self._key(key, fn), left, mode, right, shape, dt)
+        return self._draw(key, fn, shape, dt, lambda k: jax.random.triangular(k, left, mode, right, shape, dt))
 
     def vonmises(
         self,
@@ -222,8 +227,12 @@ class SpecialSamplers:
         mu, kappa = as_param(mu, "mu", fn), as_param(kappa, "kappa", fn)
         nonneg(kappa, "kappa", fn)
         shape = out_shape(check_size(size, fn), fn, shape_of(mu), shape_of(kappa))
-        theta = A.vonmises_centered(self._key(key, fn), kappa, shape, dt) + jnp.asarray(mu, dt)
-        return (theta + jnp.pi) % (2.0 * jnp.pi) - jnp.pi
+
+        def sample(k: jax.Array) -> jax.Array:
+            theta = A.vonmises_centered(k, kappa, shape, dt) + jnp.asarray(mu, dt)
+            return (theta + jnp.pi) % (2.0 * jnp.pi) - jnp.pi
+
+        return self._draw(key, fn, shape, dt, sample)
 
     def wald(
         self,
@@ -258,7 +267,9 @@ class SpecialSamplers:
         positive(scale, "scale", fn)
         shape = out_shape(check_size(size, fn), fn, shape_of(mean), shape_of(scale))
         scale = jnp.asarray(scale, dt)
-        return jax.random.wald(self._key(key, fn), jnp.asarray(mean, dt) / scale, shape, dt) * scale
+        return self._draw(
+            key, fn, shape, dt, lambda k: jax.random.wald(k, jnp.asarray(mean, dt) / scale, shape, dt) * scale
+        )
 
     def dirichlet(
         self, alpha: ArrayLike, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None
@@ -287,7 +298,7 @@ class SpecialSamplers:
             raise ValueError(f"{fn}: `alpha` must have at least one dimension, got a scalar.")
         positive(alpha, "alpha", fn)
         shape = out_shape(check_size(size, fn), fn, ashape[:-1])
-        return jax.random.dirichlet(self._key(key, fn), alpha, shape, dt)
+        return self._draw(key, fn, (*shape, ashape[-1]), dt, lambda k: jax.random.dirichlet(k, alpha, shape, dt))
 
     def orthogonal(
         self, n: int, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None
@@ -312,4 +323,4 @@ class SpecialSamplers:
         dt = float_dtype(dtype, fn)
         n = check_count(n, "n", fn, minimum=1)
         shape = check_size(size, fn) or ()
-        return jax.random.orthogonal(self._key(key, fn), n, shape, dt)
+        return self._draw(key, fn, (*shape, n, n), dt, lambda k: jax.random.orthogonal(k, n, shape, dt))

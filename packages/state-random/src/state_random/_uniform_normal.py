@@ -1,13 +1,14 @@
 """Uniform and normal samplers of ``RandomState`` (each written once; ``_default`` binds them to ``DEFAULT``).
 
-Every sampler validates its arguments first and only then takes its key with
-``self._key(key, name)``, which splits the state. That order is what guarantees
-that a call with bad arguments never advances a random state.
+Every sampler validates its arguments first and then hands the computation that
+uses the key to ``self._draw(key, name, shape, dtype, sample)``, which checks the
+output size, splits the state's key, runs ``sample`` and only then stores the
+state's next key. So a call with bad arguments, and a draw that raises, never
+advance a random state.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -15,14 +16,19 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike, DTypeLike
 
+from . import _algorithms as A
 from ._checks import (
+    Draw,
     Size,
     as_param,
     check_dims,
+    check_draw_size,
     check_less,
     check_psd,
     check_size,
+    check_span,
     concrete,
+    finite,
     float_dtype,
     loc_scale,
     nonneg,
@@ -47,11 +53,11 @@ def _like_float_dtype(x: Any, dtype: Any, fn: str) -> np.dtype:
 class UniformNormalSamplers:
     """``rand``, ``uniform``, ``normal`` and their relatives (a mixin of ``RandomState``)."""
 
-    _key: Callable[[Any, str], jax.Array]
+    _draw: Draw
 
     def _uniform01(self, fn: str, size: Size, key: Any, dtype: Any) -> jax.Array:
         shape, dt = check_size(size, fn) or (), float_dtype(dtype, fn)
-        return jax.random.uniform(self._key(key, fn), shape, dt)
+        return self._draw(key, fn, shape, dt, lambda k: jax.random.uniform(k, shape, dt))
 
     def rand(self, *dn: int, key: ArrayLike | None = None, dtype: DTypeLike | None = None) -> jax.Array:
         """Uniform samples in ``[0, 1)`` of shape ``dn`` (``rand()`` is a scalar).
@@ -69,7 +75,8 @@ class UniformNormalSamplers:
             ((2, 3), True)
         """
         shape, dt = check_dims(dn, "rand"), float_dtype(dtype, "rand")
-        return jax.random.uniform(self._key(key, "rand"), shape, dt)
+        check_draw_size(shape, dt, "rand", "the dimensions")
+        return self._draw(key, "rand", shape, dt, lambda k: jax.random.uniform(k, shape, dt))
 
     def randn(self, *dn: int, key: ArrayLike | None = None, dtype: DTypeLike | None = None) -> jax.Array:
         """Standard-normal samples of shape ``dn``.
@@ -86,7 +93,8 @@ class UniformNormalSamplers:
             (4,)
         """
         shape, dt = check_dims(dn, "randn"), float_dtype(dtype, "randn")
-        return jax.random.normal(self._key(key, "randn"), shape, dt)
+        check_draw_size(shape, dt, "randn", "the dimensions")
+        return self._draw(key, "randn", shape, dt, lambda k: jax.random.normal(k, shape, dt))
 
     def random(self, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None) -> jax.Array:
         """Uniform samples in ``[0, 1)`` of shape ``size``.
@@ -165,7 +173,8 @@ class UniformNormalSamplers:
     ) -> jax.Array:
         """Uniform samples in ``[low, high)`` (``jax.random.uniform(k, shape, dtype, low, high)``).
 
-        ``low`` must be less than ``high`` (checked for host values).
+        ``low`` must be less than ``high``, and both and their difference finite
+        (checked for host values; NumPy refuses infinite bounds too).
 
         Args:
             low: the lower bound (included); an array broadcasts with ``high``.
@@ -186,7 +195,8 @@ class UniformNormalSamplers:
         low, high = as_param(low, "low", fn), as_param(high, "high", fn)
         check_less(low, high, ("low", "high"), fn)
         shape = out_shape(check_size(size, fn), fn, shape_of(low), shape_of(high))
-        return jax.random.uniform(self._key(key, fn), shape, dt, low, high)
+        check_span(low, high, ("low", "high"), fn)
+        return self._draw(key, fn, shape, dt, lambda k: jax.random.uniform(k, shape, dt, low, high))
 
     def normal(
         self,
@@ -216,7 +226,7 @@ class UniformNormalSamplers:
             (3,)
         """
         loc, scale, shape, dt = loc_scale("normal", loc, scale, size, dtype)
-        return jax.random.normal(self._key(key, "normal"), shape, dt) * scale + loc
+        return self._draw(key, "normal", shape, dt, lambda k: jax.random.normal(k, shape, dt) * scale + loc)
 
     def standard_normal(
         self, size: Size = None, *, key: ArrayLike | None = None, dtype: DTypeLike | None = None
@@ -236,7 +246,7 @@ class UniformNormalSamplers:
         """
         fn = "standard_normal"
         shape, dt = check_size(size, fn) or (), float_dtype(dtype, fn)
-        return jax.random.normal(self._key(key, fn), shape, dt)
+        return self._draw(key, fn, shape, dt, lambda k: jax.random.normal(k, shape, dt))
 
     def truncated_normal(
         self,
@@ -254,8 +264,9 @@ class UniformNormalSamplers:
 
         Computed as ``jax.random.truncated_normal(k, (lower-loc)/scale, (upper-loc)/scale,
         shape) * scale + loc``. With ``check_valid`` (the default) host values are
-        checked: ``scale > 0``, ``lower < upper``, and ``loc`` within 2 ``scale`` of
-        ``[lower, upper]`` (farther out the sampler loses accuracy).
+        checked: finite ``loc`` and ``scale > 0`` (the bounds may be infinite),
+        ``lower < upper``, and ``loc`` within 2 ``scale`` of ``[lower, upper]``
+        (farther out the sampler loses accuracy).
 
         Args:
             lower: the lower bound of the samples (in output units).
@@ -280,12 +291,14 @@ class UniformNormalSamplers:
         loc, scale = as_param(loc, "loc", fn), as_param(scale, "scale", fn)
         shape = out_shape(check_size(size, fn), fn, shape_of(lower), shape_of(upper), shape_of(loc), shape_of(scale))
         if check_valid:
+            finite(loc, "loc", fn)
+            finite(scale, "scale", fn)
             positive(scale, "scale", fn)
             check_less(lower, upper, ("lower", "upper"), fn)
             _check_loc_near(lower, upper, loc, scale, fn)
         # All four are numbers or arrays after as_param; mypy keeps the declared (bool-including) union.
         a, b = (lower - loc) / scale, (upper - loc) / scale  # type: ignore[operator]
-        return jax.random.truncated_normal(self._key(key, fn), a, b, shape, dt) * scale + loc
+        return self._draw(key, fn, shape, dt, lambda k: jax.random.truncated_normal(k, a, b, shape, dt) * scale + loc)
 
     def lognormal(
         self,
@@ -317,7 +330,7 @@ class UniformNormalSamplers:
         sigma = 1.0 if sigma is None else as_param(sigma, "sigma", fn)
         nonneg(sigma, "sigma", fn)
         shape = out_shape(check_size(size, fn), fn, shape_of(mean), shape_of(sigma))
-        return jax.random.lognormal(self._key(key, fn), sigma, shape, dt) * jnp.exp(mean)
+        return self._draw(key, fn, shape, dt, lambda k: jax.random.lognormal(k, sigma, shape, dt) * jnp.exp(mean))
 
     def multivariate_normal(
         self,
@@ -328,11 +341,23 @@ class UniformNormalSamplers:
         *,
         key: ArrayLike | None = None,
         dtype: DTypeLike | None = None,
+        check_valid: str = "raise",
+        tol: float = 1e-8,
     ) -> jax.Array:
         """Multivariate normal samples; the output shape is ``size + mean.shape[-1:]``.
 
-        ``method`` is ``'cholesky'``, ``'eigh'`` or ``'svd'`` (as in ``jax.random``).
-        A host ``cov`` must be symmetric positive semi-definite.
+        ``method`` is ``'cholesky'``, ``'eigh'`` or ``'svd'``: how ``cov`` is factored
+        (as in ``jax.random``). When the Cholesky or eigen factor of a matrix has
+        NaNs (the matrix is singular or not positive semi-definite) that matrix is
+        factored by SVD instead, as NumPy always does, so the samples are never NaN.
+
+        A host ``cov`` is checked as NumPy checks it: it must be symmetric positive
+        semi-definite within ``tol`` (``V^T diag(s) V`` rebuilt from its SVD equals it
+        within ``rtol = atol = tol``). ``check_valid`` says what an invalid ``cov``
+        does: ``'raise'`` (the default here, like every other invalid argument of
+        this package; NumPy's default is ``'warn'``) raises ``ValueError``,
+        ``'warn'`` issues a ``RuntimeWarning`` and draws, ``'ignore'`` draws.
+        Device and traced matrices are not checked.
 
         Args:
             mean: the mean vector(s), shape ``(..., n)``.
@@ -349,6 +374,9 @@ class UniformNormalSamplers:
             >>> from state_random import RandomState
             >>> RandomState(0).multivariate_normal(jnp.zeros(2), jnp.eye(2), size=5).shape
             (5, 2)
+            >>> x = RandomState(0).multivariate_normal([0.0, 0.0], [[1.0, 2.0], [2.0, 1.0]], check_valid="ignore")
+            >>> bool(jnp.isfinite(x).all())
+            True
         """
         fn = "multivariate_normal"
         dt = float_dtype(dtype, fn)
@@ -360,10 +388,11 @@ class UniformNormalSamplers:
             raise ValueError(
                 f"{fn}: `mean` must have shape (..., n) and `cov` shape (..., n, n); got {mshape} and {cshape}."
             )
-        check_psd(cov, "cov", fn)
+        check_psd(cov, "cov", fn, check_valid, tol)
         shape = out_shape(check_size(size, fn), fn, mshape[:-1], cshape[:-2])
-        return jax.random.multivariate_normal(
-            self._key(key, fn), jnp.asarray(mean), jnp.asarray(cov), shape, dt, method
+        m, c = jnp.asarray(mean), jnp.asarray(cov)
+        return self._draw(
+            key, fn, (*shape, mshape[-1]), dt, lambda k: A.multivariate_normal(k, m, c, shape, dt, method)
         )
 
     def rand_like(self, input: ArrayLike, dtype: DTypeLike | None = None, *, key: ArrayLike | None = None) -> jax.Array:
@@ -384,8 +413,8 @@ class UniformNormalSamplers:
             dtype('float16')
         """
         fn = "rand_like"
-        dt = _like_float_dtype(input, dtype, fn)
-        return jax.random.uniform(self._key(key, fn), shape_of(input), dt)
+        dt, shape = _like_float_dtype(input, dtype, fn), shape_of(input)
+        return self._draw(key, fn, shape, dt, lambda k: jax.random.uniform(k, shape, dt))
 
     def randn_like(
         self, input: ArrayLike, dtype: DTypeLike | None = None, *, key: ArrayLike | None = None
@@ -405,8 +434,8 @@ class UniformNormalSamplers:
             (4,)
         """
         fn = "randn_like"
-        dt = _like_float_dtype(input, dtype, fn)
-        return jax.random.normal(self._key(key, fn), shape_of(input), dt)
+        dt, shape = _like_float_dtype(input, dtype, fn), shape_of(input)
+        return self._draw(key, fn, shape, dt, lambda k: jax.random.normal(k, shape, dt))
 
 
 def _check_loc_near(lower: Any, upper: Any, loc: Any, scale: Any, fn: str) -> None:
