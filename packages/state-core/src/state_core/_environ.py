@@ -621,6 +621,11 @@ def register_default_behavior(key: str, behavior: Callable[[Any], Any], replace_
 def unregister_default_behavior(key: str) -> bool:
     """Remove the behaviour registered for ``key``; ``True`` if there was one.
 
+    Args:
+        key: the setting whose behaviour (registered with
+            ``register_default_behavior``) is removed; an unknown key is not an
+            error (the result is ``False``).
+
     Example:
         >>> from state_core import environ
         >>> environ.unregister_default_behavior('no such key')

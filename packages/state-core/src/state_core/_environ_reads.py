@@ -53,6 +53,11 @@ def reads_unchanged(reads: dict[str, Any]) -> bool:
     Numbers, strings and other hashable plain values compare by value; arrays and
     quantities by type, shape, dtype, unit and elements; tracers only by identity.
 
+    Args:
+        reads: ``{setting: value}`` as yielded by a ``record_reads()`` block; a
+            setting read while unset is recorded as ``<unset>``, so setting it
+            later counts as a change.
+
     Example:
         >>> from state_core import environ
         >>> with environ.record_reads() as reads:

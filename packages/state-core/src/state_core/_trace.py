@@ -218,11 +218,37 @@ class StateTraceStack:
         return id(state) in self._index
 
     def was_written(self, state: State[Any]) -> bool:
-        """True if ``state`` was written inside the block."""
+        """True if ``state`` was written inside the block.
+
+        Args:
+            state: the state to look up; a state the block never touched gives ``False``.
+
+        Example:
+            >>> from state_core import State, StateTraceStack
+            >>> a, b = State(1.0), State(2.0)
+            >>> with StateTraceStack() as trace:
+            ...     b.value = a.value + 1
+            >>> trace.was_written(a), trace.was_written(b)
+            (False, True)
+        """
         return id(state) in self._written
 
     def was_read(self, state: State[Any]) -> bool:
-        """True if ``state`` was read inside the block."""
+        """True if ``state`` was read inside the block.
+
+        A state that was only written (never read) gives ``False``.
+
+        Args:
+            state: the state to look up; a state the block never touched gives ``False``.
+
+        Example:
+            >>> from state_core import State, StateTraceStack
+            >>> a, b = State(1.0), State(2.0)
+            >>> with StateTraceStack() as trace:
+            ...     b.value = a.value + 1
+            >>> trace.was_read(a), trace.was_read(b)
+            (True, False)
+        """
         return id(state) in self._read
 
     # Written slots become None only with replace_writen=True.
@@ -234,8 +260,24 @@ class StateTraceStack:
     def get_read_states(self, replace_writen: bool = False) -> list[State[Any]] | list[State[Any] | None]:
         """States that were read and never written, in first-access order.
 
-        With ``replace_writen=True`` every recorded state keeps its slot, written
-        ones as ``None`` (brainstate's layout).
+        Args:
+            replace_writen: keep one slot per recorded state, with ``None`` in the
+                slots of written states (brainstate's layout and spelling), so the
+                list lines up with ``states``. By default written states are left out.
+
+        Returns:
+            The read-only states (or one entry per recorded state with
+            ``replace_writen=True``).
+
+        Example:
+            >>> from state_core import State, StateTraceStack
+            >>> a, b = State(1.0, name='a'), State(2.0, name='b')
+            >>> with StateTraceStack() as trace:
+            ...     b.value = a.value + 1
+            >>> [s.name for s in trace.get_read_states()]
+            ['a']
+            >>> [s and s.name for s in trace.get_read_states(replace_writen=True)]
+            ['a', None]
         """
         if replace_writen:
             return [None if id(s) in self._written else s for s in self.states]
@@ -250,23 +292,75 @@ class StateTraceStack:
     def get_write_states(self, replace_read: bool = False) -> list[State[Any]] | list[State[Any] | None]:
         """States that were written (and possibly read), in first-access order.
 
-        With ``replace_read=True`` every recorded state keeps its slot, read-only
-        ones as ``None``.
+        Args:
+            replace_read: keep one slot per recorded state, with ``None`` in the
+                slots of read-only states, so the list lines up with ``states``. By
+                default read-only states are left out.
+
+        Returns:
+            The written states (or one entry per recorded state with
+            ``replace_read=True``).
+
+        Example:
+            >>> from state_core import State, StateTraceStack
+            >>> a, b = State(1.0, name='a'), State(2.0, name='b')
+            >>> with StateTraceStack() as trace:
+            ...     b.value = a.value + 1
+            >>> [s.name for s in trace.get_write_states()]
+            ['b']
+            >>> [s and s.name for s in trace.get_write_states(replace_read=True)]
+            [None, 'b']
         """
         if replace_read:
             return [s if id(s) in self._written else None for s in self.states]
         return [s for s in self.states if id(s) in self._written]
 
     def get_read_state_values(self, replace_writen: bool = False) -> list[Any]:
-        """Current values of ``get_read_states(replace_writen)`` (``None`` stays ``None``)."""
+        """Current values of ``get_read_states(replace_writen)`` (``None`` stays ``None``).
+
+        Args:
+            replace_writen: as in ``get_read_states``: ``None`` in the slots of
+                written states instead of leaving them out.
+
+        Example:
+            >>> from state_core import State, StateTraceStack
+            >>> a, b = State(1.0), State(2.0)
+            >>> with StateTraceStack() as trace:
+            ...     b.value = a.value + 1
+            >>> trace.get_read_state_values(), trace.get_read_state_values(replace_writen=True)
+            ([1.0], [1.0, None])
+        """
         return [None if s is None else s._value for s in self.get_read_states(replace_writen)]
 
     def get_write_state_values(self, replace_read: bool = False) -> list[Any]:
-        """Current values of ``get_write_states(replace_read)`` (``None`` stays ``None``)."""
+        """Current values of ``get_write_states(replace_read)`` (``None`` stays ``None``).
+
+        Args:
+            replace_read: as in ``get_write_states``: ``None`` in the slots of
+                read-only states instead of leaving them out.
+
+        Example:
+            >>> from state_core import State, StateTraceStack
+            >>> a, b = State(1.0), State(2.0)
+            >>> with StateTraceStack() as trace:
+            ...     b.value = a.value + 1
+            >>> trace.get_write_state_values(), trace.get_write_state_values(replace_read=True)
+            ([2.0], [None, 2.0])
+        """
         return [None if s is None else s._value for s in self.get_write_states(replace_read)]
 
     def restore_original_values(self) -> None:
-        """Put back the value every recorded state had at its first access."""
+        """Put back the value every recorded state had at its first access.
+
+        Example:
+            >>> from state_core import State, StateTraceStack
+            >>> s = State(1.0)
+            >>> with StateTraceStack() as trace:
+            ...     s.value = 5.0
+            >>> trace.restore_original_values()
+            >>> s.value
+            1.0
+        """
         for state, value in zip(self.states, self.original_values, strict=True):
             state.restore_value(value)
 
@@ -344,7 +438,11 @@ class StateTraceStack:
         self.restore_original_values()
 
     def state_subset(self, state_type: Any) -> list[State[Any]]:
-        """The recorded states matched by ``state_type`` (a State class or any filter).
+        """The recorded states matched by ``state_type``, in first-access order.
+
+        Args:
+            state_type: a ``State`` subclass, or any filter (``OfType``,
+                ``WithTag``, a predicate ...) the states are tested against.
 
         Example:
             >>> from state_core import ParamState, State, StateTraceStack
@@ -400,6 +498,16 @@ class StateTraceStack:
         flags the other trace recorded; a state already here becomes written if
         any trace wrote it.
 
+        Args:
+            *traces: the other stacks (their recorded states are added in their
+                first-access order); they are not changed.
+
+        Returns:
+            This stack, to chain calls (``t1 + t2`` builds a new one instead).
+
+        Raises:
+            TypeError: an argument is not a ``StateTraceStack``.
+
         Example:
             >>> from state_core import State, StateTraceStack
             >>> a, b = State(1.0, name='a'), State(2.0, name='b')
@@ -443,7 +551,20 @@ class NewStateCatcher:
     """The object a ``catch_new_states`` block yields: the states created inside it.
 
     It is a sequence (``len``, iteration, indexing) of the caught states in
-    creation order.
+    creation order. ``catch_new_states`` builds it; there is no need to build
+    one by hand.
+
+    Args:
+        tag: a tag (or several) added to every caught state; ``None`` adds none.
+        exclude: a filter; new states it matches are neither caught nor tagged
+            (``None`` excludes nothing).
+
+    Example:
+        >>> from state_core import State, catch_new_states
+        >>> with catch_new_states(tag='new') as caught:
+        ...     a = State(0.0)
+        >>> len(caught), caught[0] is a, sorted(a.tags)
+        (1, True, ['new'])
     """
 
     def __init__(self, tag: str | Iterable[str] | None, exclude: FilterLike = None) -> None:
@@ -459,7 +580,11 @@ class NewStateCatcher:
         self.states.append(state)
 
     def get_by_tag(self, tag: str) -> list[State[Any]]:
-        """The caught states that carry ``tag``.
+        """The caught states that carry ``tag``, in creation order.
+
+        Args:
+            tag: the tag to select on (a tag given to the state when it was
+                created, or added by the ``catch_new_states`` block).
 
         Example:
             >>> from state_core import State, catch_new_states
@@ -475,11 +600,27 @@ class NewStateCatcher:
         return self.states[index]
 
     def get_states(self) -> list[State[Any]]:
-        """The created states, in creation order."""
+        """The created states, in creation order (a new list).
+
+        Example:
+            >>> from state_core import State, catch_new_states
+            >>> with catch_new_states() as caught:
+            ...     a = State(0.0)
+            >>> caught.get_states() == [a]
+            True
+        """
         return list(self.states)
 
     def get_state_values(self) -> list[Any]:
-        """The current values of the created states."""
+        """The current values of the created states, in creation order.
+
+        Example:
+            >>> from state_core import State, catch_new_states
+            >>> with catch_new_states() as caught:
+            ...     a = State(3.0)
+            >>> caught.get_state_values()
+            [3.0]
+        """
         return [s._value for s in self.states]
 
     def __iter__(self) -> Iterator[State[Any]]:

@@ -53,6 +53,10 @@ def quantity_types() -> tuple[type, ...]:
 def is_quantity(x: Any) -> bool:
     """Whether ``x`` is a unit-carrying quantity (``False`` whenever no unit library is imported).
 
+    Args:
+        x: any value: a quantity, an array, a number, a pytree (a container of
+            quantities is not itself a quantity).
+
     Example:
         >>> from state_core.units import is_quantity
         >>> is_quantity(3.0)
@@ -67,6 +71,14 @@ def split_unit(x: Any) -> tuple[Any, Any]:
 
     A dimensionless quantity (unit ``1``, possibly scaled, such as ``ms / s``) is
     returned as a plain number in unit ``1`` with ``None`` as its unit.
+
+    Args:
+        x: any value; only a quantity itself is taken apart (not a pytree of them).
+
+    Returns:
+        ``(mantissa, unit)``: the numbers as an array or number, and the unit
+        object of the library that made ``x``; ``(x, None)`` when ``x`` is not a
+        quantity or is dimensionless.
 
     Example:
         >>> from state_core.units import split_unit
@@ -83,6 +95,14 @@ def split_unit(x: Any) -> tuple[Any, Any]:
 def with_unit(x: Any, unit: Any) -> Any:
     """``x`` times ``unit`` (a quantity), or ``x`` itself when ``unit`` is ``None``.
 
+    The inverse of ``split_unit``: ``with_unit(*split_unit(q))`` rebuilds ``q``
+    (a dimensionless quantity comes back as a plain number).
+
+    Args:
+        x: the numbers (mantissa): an array or a number.
+        unit: a unit of the library that made the quantity (the second item of
+            ``split_unit``), or ``None`` for a value without unit.
+
     Example:
         >>> from state_core.units import with_unit
         >>> with_unit(1.5, None)
@@ -96,6 +116,9 @@ def unit_library(x: Any) -> Any:
 
     Use it for unit-aware math on a quantity you were handed, without importing
     (or depending on) a unit library yourself.
+
+    Args:
+        x: any value; only a quantity has a library.
 
     Example:
         >>> from state_core.units import unit_library
@@ -113,6 +136,14 @@ def describe_unit_mismatch(old: Any, new: Any) -> str | None:
     Both values are compared with quantities taken as leaves: if that structure
     matches, the first leaf pair whose units differ is described with its path;
     a quantity against a plain value counts as a unit difference too.
+
+    Args:
+        old: the value a state holds.
+        new: the value about to be written to it.
+
+    Returns:
+        A sentence for an error message (what differs, where, how to fix it), or
+        ``None`` when the units agree or the structures differ otherwise.
     """
     types = quantity_types()
     if not types:

@@ -218,6 +218,9 @@ class Dynamics(Module):
     def get_before_update(self, key: Hashable) -> Callable[..., Any]:
         """The before-update hook registered as ``key``.
 
+        Args:
+            key: the name the hook was registered under (``add_before_update``).
+
         Raises:
             KeyError: if there is none.
 
@@ -232,6 +235,9 @@ class Dynamics(Module):
 
     def get_after_update(self, key: Hashable) -> Callable[..., Any]:
         """The after-update hook registered as ``key``.
+
+        Args:
+            key: the name the hook was registered under (``add_after_update``).
 
         Raises:
             KeyError: if there is none.
@@ -254,6 +260,9 @@ class Dynamics(Module):
     def has_before_update(self, key: Hashable) -> bool:
         """Whether a before-update hook is registered as ``key``.
 
+        Args:
+            key: the name to look up (as given to ``add_before_update``).
+
         Example:
             >>> import state_nn
             >>> state_nn.Dynamics(1).has_before_update('a')
@@ -263,6 +272,9 @@ class Dynamics(Module):
 
     def has_after_update(self, key: Hashable) -> bool:
         """Whether an after-update hook is registered as ``key``.
+
+        Args:
+            key: the name to look up (as given to ``add_after_update``).
 
         Example:
             >>> import state_nn
@@ -308,7 +320,21 @@ class Dynamics(Module):
         self._current_inputs = self._add_input(self._current_inputs, "current", key, inp, label)
 
     def add_delta_input(self, key: str, inp: Any, label: str | None = None) -> None:
-        """Register a delta input (an instantaneous change), like ``add_current_input``.
+        """Register a delta input (an instantaneous change of a variable), like ``add_current_input``.
+
+        Delta inputs are summed by ``sum_delta_inputs``, separately from current
+        inputs; a model adds them to a variable directly (a jump of the membrane
+        potential), not to the current its equations integrate.
+
+        Args:
+            key: a name for the input, unique on this model (within ``label``).
+            inp: a callable (called with ``sum_delta_inputs``'s extra arguments
+                at every step) or a value (added once, then removed).
+            label: a group; ``sum_delta_inputs(label=...)`` sums only that group.
+                The input is stored under ``'label // key'``.
+
+        Raises:
+            ValueError: if ``key`` (within ``label``) is taken by another input.
 
         Example:
             >>> import state_nn
@@ -331,6 +357,10 @@ class Dynamics(Module):
 
     def get_input(self, key: str) -> Any:
         """The current or delta input registered as ``key`` (with its ``'label // '`` prefix if labelled).
+
+        Args:
+            key: the stored name: ``key`` as registered, or ``'label // key'`` for
+                an input registered with a ``label``.
 
         Raises:
             KeyError: if there is none.
@@ -372,6 +402,17 @@ class Dynamics(Module):
     def sum_delta_inputs(self, init: Any, *args: Any, label: str | None = None, **kwargs: Any) -> Any:
         """``init`` plus every delta input, like ``sum_current_inputs``.
 
+        Args:
+            init: the value the inputs are added to (for example the change the
+                model's own equations produce this step).
+            *args: passed to every callable input.
+            label: sum only the inputs registered with this label; ``None`` sums
+                every delta input.
+            **kwargs: passed to every callable input.
+
+        Returns:
+            The sum; value inputs are removed once added.
+
         Example:
             >>> import state_nn
             >>> state_nn.Dynamics(1).sum_delta_inputs(2.0)
@@ -382,6 +423,15 @@ class Dynamics(Module):
     # ------------------------------------------------------------------ references
     def prefetch(self, item: str) -> Prefetch:
         """A reference to this model's attribute ``item``, which may not exist yet (it is looked up when called).
+
+        Lets another model (a synapse, a readout) hold on to a variable that this
+        one creates later, in ``init_state``.
+
+        Args:
+            item: the attribute's name (for example ``'V'``).
+
+        Returns:
+            A ``Prefetch``; calling it gives the attribute's current value.
 
         Example:
             >>> import jax.numpy as jnp
@@ -445,6 +495,13 @@ class Prefetch:
 
         Raises:
             AttributeError: if the model has no such attribute (yet).
+
+        Example:
+            >>> import state_core, state_nn
+            >>> m = state_nn.Dynamics(1)
+            >>> m.V = state_core.State(0.0)
+            >>> m.prefetch('V').get_item() is m.V
+            True
         """
         if not hasattr(self.module, self.item):
             raise AttributeError(
@@ -454,7 +511,18 @@ class Prefetch:
         return getattr(self.module, self.item)
 
     def get_item_value(self) -> Any:
-        """The attribute's value: a State's ``value``, anything else as it is."""
+        """The attribute's value: a State's ``value``, anything else as it is.
+
+        Raises:
+            AttributeError: if the model has no such attribute (yet).
+
+        Example:
+            >>> import state_core, state_nn
+            >>> m = state_nn.Dynamics(1)
+            >>> m.V = state_core.State(-65.0)
+            >>> m.prefetch('V').get_item_value()
+            -65.0
+        """
         item = self.get_item()
         return item.value if isinstance(item, State) else item
 
@@ -468,11 +536,24 @@ class Prefetch:
 def receive_update_output(hook: T) -> T:
     """Mark an after-update hook to be called with ``update``'s output (the default).
 
+    Undoes ``not_receive_update_output``.
+
+    Args:
+        hook: the callable to mark (marked in place and returned, so this works
+            as a decorator).
+
     Example:
         >>> import state_nn
-        >>> f = state_nn.receive_update_output(state_nn.not_receive_update_output(lambda out: out))
-        >>> hasattr(f, '_not_receive_update_output')
-        False
+        >>> class Echo(state_nn.Dynamics):
+        ...     def update(self, x):
+        ...         return x
+        >>> seen = []
+        >>> hook = state_nn.not_receive_update_output(lambda *out: seen.append(out))
+        >>> echo = Echo(1)
+        >>> echo.add_after_update('log', state_nn.receive_update_output(hook))
+        >>> _ = echo(5)
+        >>> seen
+        [(5,)]
     """
     if hasattr(hook, _SKIPS_OUTPUT):
         delattr(hook, _SKIPS_OUTPUT)
@@ -482,10 +563,21 @@ def receive_update_output(hook: T) -> T:
 def not_receive_update_output(hook: T) -> T:
     """Mark an after-update hook to be called without arguments.
 
+    Args:
+        hook: the callable to mark (marked in place and returned, so this works
+            as a decorator).
+
     Example:
         >>> import state_nn
-        >>> state_nn.not_receive_update_output(lambda: None)._not_receive_update_output
-        True
+        >>> class Echo(state_nn.Dynamics):
+        ...     def update(self, x):
+        ...         return x
+        >>> ticks = []
+        >>> echo = Echo(1)
+        >>> echo.add_after_update('tick', state_nn.not_receive_update_output(lambda: ticks.append('tick')))
+        >>> _ = echo(5)
+        >>> ticks
+        ['tick']
     """
     setattr(hook, _SKIPS_OUTPUT, True)
     return hook
@@ -493,6 +585,11 @@ def not_receive_update_output(hook: T) -> T:
 
 def receive_update_input(hook: T) -> T:
     """Mark a before-update hook to be called with ``update``'s arguments.
+
+    Args:
+        hook: the callable to mark (marked in place and returned, so this works
+            as a decorator); it is then called as ``hook(*args, **kwargs)`` with
+            the arguments of the model's call.
 
     Example:
         >>> import state_nn
@@ -513,11 +610,24 @@ def receive_update_input(hook: T) -> T:
 def not_receive_update_input(hook: T) -> T:
     """Mark a before-update hook to be called without arguments (the default).
 
+    Undoes ``receive_update_input``.
+
+    Args:
+        hook: the callable to mark (marked in place and returned, so this works
+            as a decorator).
+
     Example:
         >>> import state_nn
-        >>> f = state_nn.not_receive_update_input(state_nn.receive_update_input(lambda: None))
-        >>> hasattr(f, '_receive_update_input')
-        False
+        >>> class Echo(state_nn.Dynamics):
+        ...     def update(self, x):
+        ...         return x
+        >>> seen = []
+        >>> hook = state_nn.receive_update_input(lambda *args: seen.append(args))
+        >>> echo = Echo(1)
+        >>> echo.add_before_update('log', state_nn.not_receive_update_input(hook))
+        >>> _ = echo(5)
+        >>> seen
+        [()]
     """
     if hasattr(hook, _RECEIVES_INPUT):
         delattr(hook, _RECEIVES_INPUT)

@@ -36,7 +36,18 @@ def _check_axis_key(axis: Any, what: str) -> Any:
 
 
 def normalize_state_axes(spec: Any, what: str) -> StateAxes:
-    """``None`` -> ``{}``; ``{axis: filter}`` -> ``{axis: Filter}``; a bare filter -> ``{0: Filter}``."""
+    """``None`` -> ``{}``; ``{axis: filter}`` -> ``{axis: Filter}``; a bare filter -> ``{0: Filter}``.
+
+    Args:
+        spec: a user's ``state_in_axes`` / ``state_out_axes``: ``None``, a dict
+            from axis (an int, or ``None`` for not mapped) to anything
+            ``state_core.filter.to_predicate`` accepts, or one such filter.
+        what: the argument's name, for error messages.
+
+    Raises:
+        ValueError: a dict key is neither an int nor ``None``.
+        TypeError: ``spec`` (or a dict value) is not a filter.
+    """
     if spec is None:
         return {}
     if isinstance(spec, dict):
@@ -50,7 +61,12 @@ def normalize_state_axes(spec: Any, what: str) -> StateAxes:
 
 
 def axis_rules(spec: Any, what: str) -> StateRules[Any]:
-    """The rules of a user's ``state_in_axes`` / ``state_out_axes`` (see ``normalize_state_axes``)."""
+    """The rules of a user's ``state_in_axes`` / ``state_out_axes`` (see ``normalize_state_axes``).
+
+    Args:
+        spec: the argument as the user gave it.
+        what: the argument's name, for error messages.
+    """
     return StateRules.from_keyed_values(normalize_state_axes(spec, what))
 
 
@@ -76,7 +92,20 @@ def _per_arg_axes(in_axes: Any, num_args: int) -> tuple[Any, ...]:
 
 
 def check_axis(axis: Any, ndim: int, where: str, shape: tuple[Any, ...]) -> int | None:
-    """Validate an axis for a value of ``ndim`` dimensions; return it non-negative."""
+    """Validate an axis for a value of ``ndim`` dimensions; return it non-negative.
+
+    Args:
+        axis: the mapped axis (an int, possibly negative) or ``None`` (not mapped).
+        ndim: the number of dimensions of the value it maps.
+        where: what the value is (``"argument 0['w']"``), for the error message.
+        shape: the value's shape, for the error message.
+
+    Returns:
+        ``axis % ndim``, or ``None`` when ``axis`` is ``None``.
+
+    Raises:
+        ValueError: ``axis`` is not an int, or is out of range for ``ndim``.
+    """
     if axis is None:
         return None
     if not isinstance(axis, int) or isinstance(axis, bool):
@@ -101,6 +130,22 @@ def leaf_in_axes(
     ``args`` holds every positional argument (statics included) so that a tuple
     ``in_axes`` lines up with the call; keyword arguments are mapped over
     ``keyword_axis`` (axis 0 as in ``jax.vmap``, or None: shared by every lane).
+
+    Args:
+        in_axes: the user's ``in_axes``: an int or ``None`` for every
+            positional argument, or a tuple / list with one entry (a pytree
+            prefix of the argument) per positional argument.
+        args: the call's positional arguments, statics included.
+        kwargs: the call's keyword arguments.
+        static_positions: the positions of static arguments, which have no leaves.
+        keyword_axis: the axis every keyword-argument leaf is mapped over.
+
+    Returns:
+        ``(axes, labels, positions)``, one entry per dynamic leaf in the order
+        of ``jax.tree.leaves((args, kwargs))`` without the statics.
+
+    Raises:
+        ValueError: ``in_axes`` does not fit the call (its length or structure).
     """
     per_arg = _per_arg_axes(in_axes, len(args))
     axes: list[Any] = []
@@ -136,7 +181,12 @@ def _pair_with_prefix(prefix: Any, arg: Any) -> list[tuple[Any, Any]]:
 
 
 def remove_axis(aval: Any, axis: int | None) -> Any:
-    """The per-lane aval of ``aval`` mapped over ``axis``."""
+    """The per-lane aval of ``aval`` mapped over ``axis``.
+
+    Args:
+        aval: the abstract value of the whole (mapped) value.
+        axis: the non-negative mapped axis, or ``None`` (then ``aval`` is returned).
+    """
     if axis is None:
         return aval
     shape = aval.shape[:axis] + aval.shape[axis + 1 :]
@@ -144,6 +194,11 @@ def remove_axis(aval: Any, axis: int | None) -> Any:
 
 
 def format_sizes(sizes: Sequence[tuple[int, str]]) -> str:
+    """``"where: size; ..."`` for an error message about disagreeing mapped sizes.
+
+    Args:
+        sizes: ``(size, where)`` pairs, one per mapped value.
+    """
     return "; ".join(f"{where}: {size}" for size, where in sizes)
 
 
@@ -153,6 +208,14 @@ def check_out_axes(out_axes: Any, out_shapes: Any, name: str) -> None:
     ``out_shapes`` holds the per-lane output shapes; a mapped output has one more
     dimension, so its axis must lie in ``[-(ndim + 1), ndim]``. A structure that
     does not match is left for the mapping primitive to report.
+
+    Args:
+        out_axes: the user's ``out_axes`` (a pytree prefix of the outputs).
+        out_shapes: the per-lane outputs' shapes (``jax.ShapeDtypeStruct`` leaves).
+        name: the transformation's name, for the error message.
+
+    Raises:
+        ValueError: an axis is not an int or is out of range for its output.
     """
     pairs: list[Any] = []
     try:
@@ -182,6 +245,16 @@ def check_state_in_out_axes(name: str, label: str, in_axis: Any, out_axis: Any, 
     ``in_axis`` is the (non-negative) axis from ``state_in_axes``; ``out_axis``
     the entry from ``state_out_axes``; ``ndim`` the dimensions of the state's value.
     Such a state would come back transposed, and change layout on every call.
+
+    Args:
+        name: the transformation's name, for the error message.
+        label: the state's description (its path or name), for the error message.
+        in_axis: the axis the state is read on, or ``None``.
+        out_axis: the axis it is written back on, or ``None``.
+        ndim: the number of dimensions of the state's value.
+
+    Raises:
+        BatchAxisError: the two axes differ.
     """
     if not isinstance(in_axis, int) or not isinstance(out_axis, int):
         return

@@ -105,6 +105,17 @@ def cond(pred: Any, true_fun: Callable[..., Any], false_fun: Callable[..., Any],
     inside one compiled ``lax.cond``. States written by either branch are updated
     (the branch that did not write a state leaves it as it was).
 
+    Args:
+        pred: a scalar boolean (or number: nonzero is true), concrete or traced.
+        true_fun: the branch run when ``pred`` is true, called as
+            ``true_fun(*operands)``.
+        false_fun: the branch run otherwise; it must return the same structure,
+            shapes and dtypes as ``true_fun``.
+        *operands: the arguments given to the chosen branch (pytrees of arrays).
+
+    Returns:
+        The chosen branch's output.
+
     Raises:
         TypeError: ``pred`` is not a scalar, or the branches' outputs differ.
         ValueError: a branch writes a state with a new shape/dtype (the message names it).
@@ -134,6 +145,21 @@ def switch(index: Any, branches: Sequence[Callable[..., Any]], *operands: Any) -
 
     Runs ``branches[index](*operands)`` (``index`` is clamped to the valid range,
     as in ``jax.lax.switch``); the union of states the branches write is updated.
+
+    Args:
+        index: a scalar integer, concrete or traced; below 0 runs the first
+            branch, past the end the last.
+        branches: a non-empty sequence of functions, each called as
+            ``branch(*operands)`` and returning the same structure, shapes and
+            dtypes.
+        *operands: the arguments given to the chosen branch (pytrees of arrays).
+
+    Returns:
+        The chosen branch's output.
+
+    Raises:
+        ValueError: ``branches`` is empty.
+        TypeError: ``index`` is not a scalar, or the branches' outputs differ.
 
     Example:
         >>> import jax.numpy as jnp
@@ -171,6 +197,24 @@ def ifelse(
     With as many branches as conditions and ``check_cond=True`` (brainstate's
     convention: the conditions are mutually exclusive), conditions known at
     trace time must have exactly one true entry, else ``ValueError``.
+
+    Args:
+        conditions: scalar booleans, concrete or traced, tested in order.
+        branches: one function per condition, optionally plus a final ``else``
+            branch; each is called as ``branch(*operands)`` and all return the
+            same structure, shapes and dtypes.
+        *operands: the arguments given to the chosen branch (pytrees of arrays).
+        check_cond: with one branch per condition, check that conditions known
+            at trace time have exactly one true entry. Conditions that are
+            traced are never checked.
+
+    Returns:
+        The chosen branch's output.
+
+    Raises:
+        ValueError: the numbers of conditions and branches do not fit, or the
+            check above fails.
+        TypeError: a condition is not a scalar, or the branches' outputs differ.
 
     Example:
         >>> import jax.numpy as jnp

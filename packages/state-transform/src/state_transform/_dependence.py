@@ -40,6 +40,16 @@ def varying_outputs(jaxpr: Any, varying_inputs: Sequence[bool], axis_name: Hasha
     ``axis_name`` make values uniform; ``axis_index`` makes them vary. Nested
     calls are analysed recursively; other higher-order primitives are treated
     conservatively (varying if any input varies, or if they read the lane index).
+
+    Args:
+        jaxpr: the per-lane program (a ``jax.extend.core.Jaxpr``, not closed).
+        varying_inputs: one flag per input variable of ``jaxpr``.
+        axis_name: the mapped axis' name; ``None`` when it has none (then no
+            collective or ``axis_index`` can refer to it).
+
+    Returns:
+        One flag per output variable: ``False`` only for outputs proved equal
+        on every lane.
     """
     varying: set[Any] = {v for v, m in zip(jaxpr.invars, varying_inputs, strict=True) if m}
 

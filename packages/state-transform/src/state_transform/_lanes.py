@@ -25,6 +25,28 @@ def split_before_mapping(
     """Replace ``values[k]`` (k in ``positions``) by its per-lane values; return the next values.
 
     For ``jax.vmap``: the per-lane values are mapped on axis 0.
+
+    Args:
+        states: the states that split across lanes (``splits_across_lanes`` is
+            True), one per entry of ``positions``.
+        values: the values of all the mapped call's input states, changed in
+            place: the entries at ``positions`` become per-lane values (a
+            leading axis of length ``num_lanes``).
+        positions: where each of ``states`` sits in ``values``.
+        num_lanes: the size of the mapped axis.
+
+    Returns:
+        The value each split state holds after the call, in ``states`` order.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from state_random import RandomState
+        >>> from state_transform.engine import split_before_mapping
+        >>> rng = RandomState(0)
+        >>> values = [jnp.zeros(3), rng.value]
+        >>> after = split_before_mapping([rng], values, [1], num_lanes=4)
+        >>> values[1].shape[0], len(after)
+        (4, 1)
     """
     next_values = []
     for state, k in zip(states, positions, strict=True):
@@ -39,7 +61,20 @@ def split_inside_lane(
     """Inside a lane (``jax.pmap`` / ``shard_map``): this lane's value of each split state.
 
     Every lane splits the same value and takes its part by ``axis_index``; the
-    next values (the same on every lane) are returned too.
+    next values (the same on every lane) are returned too. Call it inside the
+    mapped function, where ``axis_name`` is bound.
+
+    Args:
+        states: the states that split across lanes, one per entry of ``positions``.
+        values: the values of all the lane's input states (not changed).
+        positions: where each of ``states`` sits in ``values``.
+        num_lanes: the number of lanes (the size of the mapped axis).
+        axis_name: the name of the mapped axis, as given to ``jax.pmap`` /
+            ``shard_map``.
+
+    Returns:
+        ``(values, next_values)``: a copy of ``values`` with this lane's part at
+        ``positions``, and the value each split state holds after the call.
     """
     if not positions:
         return values, []
@@ -56,7 +91,24 @@ def split_inside_lane(
 def advance_after_failure(states: Sequence[State[Any]], values: Sequence[Any], num_lanes: int | None) -> None:
     """Leave each split state with the value a successful call would have left (random keys advance).
 
-    Eager only: under an outer trace the outer transformation decides.
+    A mapped call that raises still consumes its random keys, so a retry does
+    not repeat the failed call's draws. Eager only: under an outer trace the
+    outer transformation decides.
+
+    Args:
+        states: the states that split across lanes.
+        values: their values from before the call, in ``states`` order.
+        num_lanes: the size of the mapped axis; ``None`` (not known, the call
+            failed before it was) leaves the states unchanged.
+
+    Example:
+        >>> from state_random import RandomState
+        >>> from state_transform.engine import advance_after_failure
+        >>> rng = RandomState(0)
+        >>> before = rng.value
+        >>> advance_after_failure([rng], [before], num_lanes=2)
+        >>> bool((rng.value != before).any())
+        True
     """
     if active_trace_stacks() or num_lanes is None:
         return

@@ -179,14 +179,29 @@ def scan(
     compiles to one ``lax.scan``.
 
     Args:
-        f: the step function.
+        f: the step function ``f(carry, x) -> (carry, y)``; the carry it returns
+            must have the structure, shapes and dtypes of the one it receives.
+            It may read and write States.
         init: the initial carry (a pytree of arrays).
-        xs: the values to loop over (pytree of arrays with a common leading axis), or None.
-        length: the number of steps (required when ``xs`` is None).
-        reverse: scan from the end of ``xs`` to the start.
-        unroll: how many steps to unroll in the compiled loop (as ``jax.lax.scan``).
-        progress_bar: ``True``, a refresh interval (int) or a ``ProgressBar``.
-        pbar: brainstate's name for ``progress_bar``.
+        xs: the values to loop over: a pytree of arrays with a common leading
+            axis of length T, sliced along it (``f32[T, 3]`` gives ``f`` one
+            ``f32[3]`` per step). ``None`` (the default) gives ``f`` ``x=None``
+            and needs ``length``.
+        length: the number of steps T; required when ``xs`` is ``None``, and
+            must equal the leading size of ``xs`` otherwise.
+        reverse: run from the last slice of ``xs`` to the first (the ys are
+            still stacked in the order of ``xs``).
+        unroll: how many steps each iteration of the compiled loop runs (a
+            positive int, or ``True`` to unroll the whole loop), as in
+            ``jax.lax.scan``; it changes compile time and speed, not results.
+        progress_bar: ``None`` / ``False`` (the default) for none, ``True``
+            for a tqdm bar with default settings, a positive int to refresh it
+            every that many steps, or a ``ProgressBar``.
+        pbar: brainstate's name for ``progress_bar`` (give one of the two).
+
+    Returns:
+        ``(final carry, ys)``: the ys of every step stacked on a new leading
+        axis of length T.
 
     Raises:
         ValueError: the leading sizes of ``xs`` disagree, or a written state would
@@ -243,13 +258,25 @@ def for_loop(
     every step, exactly as 10,000 eager calls of ``f`` would.
 
     Args:
-        f: the step function, called with one slice of each of ``xs``.
-        *xs: arrays (or pytrees of arrays) with a common leading axis.
-        length: the number of steps when no ``xs`` are given.
-        reverse: loop from the last slice to the first.
-        unroll: how many steps to unroll in the compiled loop.
-        progress_bar: ``True``, a refresh interval (int) or a ``ProgressBar``.
-        pbar: brainstate's name for ``progress_bar``.
+        f: the step function, called as ``f(*x_t)`` with one slice of each of
+            ``xs`` (with no ``xs``, as ``f()``); it may read and write States.
+        *xs: arrays (or pytrees of arrays) with a common leading axis of length
+            T, the number of steps; ``f32[T, 3]`` gives ``f`` one ``f32[3]``
+            per step.
+        length: the number of steps when no ``xs`` are given (else it must
+            equal their leading size).
+        reverse: loop from the last slice to the first (outputs stay in the
+            order of ``xs``).
+        unroll: how many steps each iteration of the compiled loop runs (a
+            positive int, or ``True`` for all), as in ``jax.lax.scan``.
+        progress_bar: ``None`` / ``False`` (the default) for none, ``True``
+            for a tqdm bar with default settings, a positive int to refresh it
+            every that many steps, or a ``ProgressBar``.
+        pbar: brainstate's name for ``progress_bar`` (give one of the two).
+
+    Returns:
+        ``f``'s outputs stacked on a new leading axis of length T (``None`` if
+        ``f`` returns ``None``).
 
     Example:
         >>> import jax.numpy as jnp
@@ -368,13 +395,20 @@ def fori_loop(
     differentiable, progress bars allowed); with traced bounds a ``lax.while_loop``.
 
     Args:
-        lower: the first value of ``i`` (an integer).
-        upper: the loop stops before ``i`` reaches it (an integer).
-        body_fun: ``body_fun(i, carry) -> carry``.
-        init_val: the initial carry.
-        unroll: how many steps to unroll in the compiled loop (known bounds only).
-        progress_bar: as in ``for_loop`` (known bounds only).
-        pbar: brainstate's name for ``progress_bar``.
+        lower: the first value of ``i``: an int, or a traced integer scalar.
+        upper: the loop stops before ``i`` reaches it (an int or a traced
+            integer scalar); ``upper <= lower`` runs no step.
+        body_fun: ``body_fun(i, carry) -> carry``; the carry it returns must
+            have the structure, shapes and dtypes of the one it receives. It
+            may read and write States.
+        init_val: the initial carry (a pytree of arrays).
+        unroll: how many steps each iteration of the compiled loop runs (a
+            positive int, or ``True`` for all); used with known bounds only.
+        progress_bar: as in ``for_loop``; with known bounds only.
+        pbar: brainstate's name for ``progress_bar`` (give one of the two).
+
+    Returns:
+        The final carry.
 
     Raises:
         TypeError: a bound is not an integer (as ``jax.lax.fori_loop``).
@@ -421,9 +455,16 @@ def while_loop(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any], i
     sees their current values in the loop) but must not write any.
 
     Args:
-        cond_fun: ``cond_fun(carry) -> bool scalar``; the loop runs while it is true.
-        body_fun: ``body_fun(carry) -> carry``.
-        init_val: the initial carry.
+        cond_fun: ``cond_fun(carry) -> bool scalar``; the loop runs while it
+            is true. It may read States, not write them.
+        body_fun: ``body_fun(carry) -> carry``; the carry it returns must have
+            the structure, shapes and dtypes of the one it receives. It may
+            read and write States.
+        init_val: the initial carry (a pytree of arrays).
+
+    Returns:
+        The carry when ``cond_fun`` first returns false (``init_val`` if it is
+        false from the start).
 
     Raises:
         ValueError: ``cond_fun`` writes a state (the message names it).
@@ -459,9 +500,15 @@ def map(f: Callable[..., Any], *xs: Any, batch_size: int | None = None) -> Any:
     inside ``f`` must then not depend on the batched values.
 
     Args:
-        f: the function applied to each slice.
-        *xs: arrays (or pytrees of arrays) with a common leading axis.
-        batch_size: how many slices to process at once (None: one at a time).
+        f: the function applied to each slice, called as ``f(*x_t)``; it may
+            read and write States.
+        *xs: arrays (or pytrees of arrays) with a common leading axis of
+            length T.
+        batch_size: how many slices to process at once, vectorised;
+            ``None`` (the default) processes one slice per step.
+
+    Returns:
+        ``f``'s outputs stacked on a new leading axis of length T.
 
     Example:
         >>> import jax.numpy as jnp

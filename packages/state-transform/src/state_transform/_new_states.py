@@ -131,11 +131,18 @@ def vmap2_new_states(
     ``jax.vmap``, without an XLA compile.
 
     Args:
-        module: an object with an ``init_all_states(**kwargs)`` method (a Module).
-        init_kwargs: keyword arguments for ``init_all_states``.
-        state_tag: a tag added to every new state.
-        axis_size: the number of copies (required).
-        state_out_axes: ``{axis: filter}`` for the new states (as in ``vmap2``).
+        module: an object with an ``init_all_states(**kwargs)`` method (a
+            ``state_nn.Module``, or any object that creates its States there).
+        init_kwargs: a dict of keyword arguments for ``init_all_states``
+            (``{'batch_size': 16}``); ``None`` (the default) passes none.
+        state_tag: a tag added to every state created during initialisation
+            (selectable with ``WithTag`` later); ``None`` adds none.
+        axis_size: the number of copies, the length of the new axis (required).
+        state_out_axes: where the copies' axis goes in each new state's value,
+            ``{axis: filter}`` as in ``vmap2`` (an int axis, or ``None`` for one
+            copy shared by all, which then must not differ between copies).
+            ``None`` (the default) puts every new state's copies on axis 0, so
+            a ``f32[3]`` parameter becomes ``f32[axis_size, 3]``.
 
     Returns:
         ``{axis: [states]}``, the new states grouped by their mapped axis.
@@ -173,12 +180,23 @@ def pmap2_new_states(
     ``len(devices)``).
 
     Args:
-        module: an object with an ``init_all_states(**kwargs)`` method (a Module).
-        init_kwargs: keyword arguments for ``init_all_states``.
-        state_tag: a tag added to every new state.
-        axis_size: the number of copies (default: one per device).
-        state_out_axes: ``{axis: filter}`` for the new states (as in ``vmap2``).
-        devices: the devices to place the copies on (default: the local devices).
+        module: an object with an ``init_all_states(**kwargs)`` method (a
+            ``state_nn.Module``, or any object that creates its States there).
+        init_kwargs: a dict of keyword arguments for ``init_all_states``;
+            ``None`` (the default) passes none.
+        state_tag: a tag added to every state created during initialisation;
+            ``None`` adds none.
+        axis_size: the number of copies, one per device; ``None`` (the
+            default) means ``len(devices)``, or the number of local devices.
+        state_out_axes: where the copies' axis goes in each new state's value,
+            ``{axis: filter}`` as in ``vmap2`` (``None`` as an axis: one
+            shared copy, not spread over the devices). ``None`` (the default)
+            puts every new state's copies on axis 0.
+        devices: the devices to place the copies on, copy ``i`` on
+            ``devices[i]``; ``None`` (the default) uses the local devices.
+
+    Raises:
+        ValueError: ``axis_size`` exceeds the number of devices.
 
     Returns:
         ``{axis: [states]}``, the new states grouped by their mapped axis.

@@ -62,7 +62,19 @@ class ProgressBar:
         self.tqdm_kwargs = tqdm_kwargs
 
     def interval(self, length: int) -> int:
-        """Steps between two refreshes for a loop of ``length`` steps."""
+        """Steps between two refreshes for a loop of ``length`` steps.
+
+        Args:
+            length: the number of steps of the loop the bar follows.
+
+        Returns:
+            ``freq`` when it was given, else ``length // count`` (at least 1).
+
+        Example:
+            >>> from state_transform import ProgressBar
+            >>> ProgressBar().interval(1000), ProgressBar(count=4).interval(10), ProgressBar(freq=7).interval(1000)
+            (50, 2, 7)
+        """
         if self.freq is not None:
             return self.freq
         return max(1, length // self.count)
@@ -92,7 +104,20 @@ def _keyed(value: Any) -> Any:
 
 
 def as_progress_bar(progress_bar: Any, what: str) -> ProgressBar | None:
-    """Normalise a ``progress_bar=`` argument (``None``/``False``, ``True``, an int, a ``ProgressBar``)."""
+    """Normalise a ``progress_bar=`` argument (``None``/``False``, ``True``, an int, a ``ProgressBar``).
+
+    Args:
+        progress_bar: the loop's argument: ``None`` or ``False`` for no bar,
+            ``True`` for the default bar, a positive int for a bar refreshed
+            every that many steps, or a ``ProgressBar``.
+        what: the loop's name, for the error message.
+
+    Returns:
+        The ``ProgressBar`` to use, or ``None`` for no bar.
+
+    Raises:
+        TypeError: ``progress_bar`` is none of the above.
+    """
     if progress_bar is None or progress_bar is False:
         return None
     if isinstance(progress_bar, ProgressBar):
@@ -137,7 +162,16 @@ class _HostBar:
 
 
 def progress_reporter(spec: ProgressBar, length: int) -> Any:
-    """A function ``report(step)`` for use inside a loop body (``step`` counts from 0)."""
+    """A function ``report(step)`` for use inside a loop body (``step`` counts from 0).
+
+    Args:
+        spec: the bar's settings.
+        length: the loop's number of steps (the bar's total).
+
+    Raises:
+        ImportError: tqdm is not installed (raised here, at trace time, before
+            the loop runs).
+    """
     host = _HostBar(spec, length)
     every = spec.interval(length)
 

@@ -1,4 +1,9 @@
-"""``checkpoint`` / ``remat``: rematerialisation for functions that read and write States."""
+"""``remat`` (also named ``checkpoint``): rematerialisation for functions that read and write States.
+
+``checkpoint`` is the same function under JAX's and brainstate's name. It has
+nothing to do with saving to disk: that is ``state_nn.checkpoint`` (save /
+restore).
+"""
 
 from __future__ import annotations
 
@@ -17,13 +22,27 @@ __all__ = ["checkpoint", "remat", "RematFunction"]
 
 
 class RematFunction(ControlFlow):
-    """The callable ``checkpoint`` returns: ``fun`` traced once per signature, run under ``jax.checkpoint``.
+    """The callable ``remat`` (``checkpoint``) returns: ``fun`` traced once per signature, run under ``jax.checkpoint``.
+
+    Used as a method decorator it binds to the instance, so ``@remat`` works on
+    a ``Module``'s ``update``.
 
     Args:
-        fun: the function to rematerialise.
-        prevent_cse: as in ``jax.checkpoint``.
-        policy: a ``jax.checkpoint_policies`` policy.
-        static_argnums: positional arguments that are compile-time constants.
+        fun: the function to rematerialise; it may read and write States.
+        prevent_cse: keep XLA from merging the recomputation with the forward
+            computation (common-subexpression elimination), which would undo
+            the memory saving; as in ``jax.checkpoint``. ``False`` can be
+            faster and is safe inside ``scan`` / ``for_loop`` bodies.
+        policy: which intermediates may be saved instead of recomputed, one
+            of ``jax.checkpoint_policies`` (for example
+            ``dots_with_no_batch_dims_saveable``); ``None`` (the default)
+            recomputes all of them.
+        static_argnums: positions of arguments that are compile-time
+            constants (hashable Python values, not traced); each new value
+            traces ``fun`` again.
+
+    Raises:
+        TypeError: ``fun`` is not callable.
 
     Example:
         >>> import jax.numpy as jnp
@@ -107,30 +126,53 @@ def checkpoint(
     policy: Callable[..., bool] | None = None,
     static_argnums: int | Iterable[int] = (),
 ) -> RematFunction | Callable[[Callable[..., Any]], RematFunction]:
-    """``jax.checkpoint`` for a function that reads and writes States.
+    """Rematerialisation (``remat``): ``jax.checkpoint`` for a function that reads and writes States.
+
+    ``remat`` and ``checkpoint`` are the same function; ``checkpoint`` is the
+    name JAX (``jax.checkpoint``) and brainstate use. It is unrelated to saving
+    a model to disk, which is ``state_nn.checkpoint`` (save / restore).
 
     Under differentiation (our ``grad``, or ``jax.grad`` of a function that calls
     it) the values computed inside ``fun`` are recomputed on the backward pass
-    instead of stored, as ``policy`` allows. States that ``fun`` writes are
-    updated as by a plain call. Usable as ``checkpoint(fn)`` or as a decorator.
-    Under ``jax.disable_jit()`` it calls ``fun`` directly.
+    instead of stored, as ``policy`` allows: less memory for a second forward
+    computation. States that ``fun`` writes are updated as by a plain call.
+    Usable as ``remat(fn)`` or as a decorator (``@remat`` or
+    ``@remat(policy=...)``). Under ``jax.disable_jit()`` it calls ``fun``
+    directly.
 
     Args:
-        fun: the function to rematerialise.
-        prevent_cse: as in ``jax.checkpoint``.
-        policy: a ``jax.checkpoint_policies`` policy (which intermediates may be saved).
-        static_argnums: positional arguments that are compile-time constants.
+        fun: the function to rematerialise; it may read and write States.
+            Leave it out to get a decorator with the options below.
+        prevent_cse: keep XLA from merging the recomputation with the forward
+            computation (common-subexpression elimination), which would undo
+            the memory saving; as in ``jax.checkpoint``. ``False`` can be
+            faster and is safe inside ``scan`` / ``for_loop`` bodies.
+        policy: which intermediates may be saved instead of recomputed, one
+            of ``jax.checkpoint_policies`` (for example
+            ``dots_with_no_batch_dims_saveable``); ``None`` (the default)
+            recomputes all of them.
+        static_argnums: positions of arguments that are compile-time
+            constants (hashable Python values, not traced); each new value
+            traces ``fun`` again.
+
+    Returns:
+        A ``RematFunction`` (or, without ``fun``, a decorator that makes one).
+
+    Raises:
+        TypeError: ``fun`` is not callable.
 
     Example:
         >>> import jax, jax.numpy as jnp
         >>> from state_core import ParamState
-        >>> from state_transform import checkpoint, grad
+        >>> from state_transform import checkpoint, grad, remat
         >>> w = ParamState(jnp.array(2.0), name='w')
-        >>> @checkpoint
+        >>> @remat
         ... def block(x):
         ...     return jnp.sin(x * w.value)
         >>> g = grad(lambda x: block(x) ** 2, grad_states=w)
         >>> float(g(1.0)) == float(2 * jnp.sin(2.0) * jnp.cos(2.0))
+        True
+        >>> remat is checkpoint
         True
     """
     if fun is None:
@@ -142,4 +184,6 @@ def checkpoint(
     return RematFunction(fun, prevent_cse=prevent_cse, policy=policy, static_argnums=static_argnums)
 
 
+# The primary name in the docs (it says what the function does); ``checkpoint``
+# stays for JAX and brainstate users.
 remat = checkpoint

@@ -20,6 +20,18 @@ __all__ = ["value_and_grad", "ValueAndGradFunction", "jacrev", "jacfwd", "hessia
 class ValueAndGradFunction:
     """The callable ``value_and_grad`` returns: ``(value, grads)`` or ``((value, aux), grads)``.
 
+    Args:
+        fun: the function to differentiate; returns a scalar (or ``(scalar,
+            aux)`` with ``has_aux=True``) and may read and write States.
+        grad_states: a State, or a list/tuple/dict of States, to differentiate
+            with respect to; ``grads`` mirrors this structure. ``None`` (the
+            default) differentiates with respect to arguments only.
+        argnums: the positional argument(s) to differentiate with respect to.
+            ``None`` means argument 0 when ``grad_states`` is ``None`` and no
+            argument otherwise.
+        has_aux: ``fun`` returns ``(value, aux)``; ``aux`` is passed through
+            undifferentiated.
+
     Example:
         >>> import jax.numpy as jnp
         >>> from state_core import ParamState
@@ -80,6 +92,23 @@ def value_and_grad(
     return_value=True)`` gives the same numbers as ``(grads, value)``). ``grads``
     has the structure described in ``grad``. States that ``fun`` writes are updated.
 
+    Args:
+        fun: the function to differentiate; returns a scalar (or ``(scalar,
+            aux)`` with ``has_aux=True``) and may read and write States. Leave
+            it out to use ``value_and_grad(grad_states=...)`` as a decorator.
+        grad_states: a State, or a list/tuple/dict of States (for example
+            ``module.states(ParamState)``), to differentiate with respect to;
+            ``grads`` mirrors this structure. ``None`` (the default)
+            differentiates with respect to arguments only.
+        argnums: the positional argument(s) to differentiate with respect to.
+            ``None`` means argument 0 when ``grad_states`` is ``None`` and no
+            argument otherwise.
+        has_aux: ``fun`` returns ``(value, aux)``; ``aux`` is passed through
+            undifferentiated.
+
+    Returns:
+        A ``ValueAndGradFunction`` (or, without ``fun``, a decorator that makes one).
+
     Example:
         >>> import jax.numpy as jnp
         >>> from state_core import ParamState
@@ -108,13 +137,18 @@ class JacobianFunction(ControlFlow):
     then ``value`` (if ``return_value``) and ``aux`` (if ``has_aux``).
 
     Args:
-        fun: the function to differentiate.
-        grad_states: a State or a list/tuple/dict of States to differentiate with respect to.
-        argnums: positional argument(s) to differentiate with respect to (default 0
-            when ``grad_states`` is None).
+        fun: the function to differentiate; it may read and write States.
+        grad_states: a State or a list/tuple/dict of States to differentiate
+            with respect to; ``None`` for arguments only.
+        argnums: positional argument(s) to differentiate with respect to
+            (``None``: argument 0 when ``grad_states`` is ``None``, else none).
         has_aux: ``fun`` returns ``(value, aux)``.
         return_value: also return the value.
         mode: ``'rev'`` (``jax.jacrev``), ``'fwd'`` (``jax.jacfwd``) or ``'hessian'``.
+
+    Raises:
+        ValueError: ``mode`` is not one of the three.
+        TypeError: ``grad_states`` holds something other than States.
 
     Example:
         >>> import jax.numpy as jnp
@@ -249,6 +283,25 @@ jacrev = _jacobian_factory(
     Arguments and result layout as in ``grad`` (``fun`` may return any array,
     not only a scalar). States that ``fun`` writes are updated.
 
+    Args:
+        fun: the function to differentiate; it may read and write States. Leave
+            it out to use the transformation as a decorator
+            (``@jacrev(grad_states=...)``).
+        grad_states: a State, or a list/tuple/dict of States, to differentiate
+            with respect to; the state part of the result mirrors this
+            structure. ``None`` (the default) differentiates with respect to
+            arguments only.
+        argnums: the positional argument(s) to differentiate with respect to.
+            ``None`` means argument 0 when ``grad_states`` is ``None`` and no
+            argument otherwise.
+        has_aux: ``fun`` returns ``(output, aux)``; ``aux`` is passed through
+            undifferentiated and returned last.
+        return_value: also return ``fun``'s output (after the derivative,
+            before ``aux``).
+
+    Returns:
+        A ``JacobianFunction`` (or, without ``fun``, a decorator that makes one).
+
     Example:
         >>> import jax.numpy as jnp
         >>> from state_core import ParamState
@@ -265,6 +318,28 @@ jacfwd = _jacobian_factory(
     "fwd",
     """Jacobian of ``fun`` w.r.t. ``grad_states`` and/or ``argnums`` by forward mode (``jax.jacfwd``).
 
+    The same as ``jacrev`` computed column by column, which is cheaper when
+    there are fewer inputs than outputs. States that ``fun`` writes are updated.
+
+    Args:
+        fun: the function to differentiate; it may read and write States. Leave
+            it out to use the transformation as a decorator
+            (``@jacfwd(grad_states=...)``).
+        grad_states: a State, or a list/tuple/dict of States, to differentiate
+            with respect to; the state part of the result mirrors this
+            structure. ``None`` (the default) differentiates with respect to
+            arguments only.
+        argnums: the positional argument(s) to differentiate with respect to.
+            ``None`` means argument 0 when ``grad_states`` is ``None`` and no
+            argument otherwise.
+        has_aux: ``fun`` returns ``(output, aux)``; ``aux`` is passed through
+            undifferentiated and returned last.
+        return_value: also return ``fun``'s output (after the derivative,
+            before ``aux``).
+
+    Returns:
+        A ``JacobianFunction`` (or, without ``fun``, a decorator that makes one).
+
     Example:
         >>> import jax.numpy as jnp
         >>> from state_core import ParamState
@@ -279,6 +354,29 @@ jacfwd.__name__ = jacfwd.__qualname__ = "jacfwd"
 hessian = _jacobian_factory(
     "hessian",
     """Hessian of a scalar ``fun`` w.r.t. ``grad_states`` and/or ``argnums`` (``jax.hessian``).
+
+    With both ``grad_states`` and ``argnums`` the result is the full block
+    structure ``((d2/ds ds, d2/ds da), (d2/da ds, d2/da da))``. States that
+    ``fun`` writes are updated.
+
+    Args:
+        fun: the function to differentiate, returning a scalar; it may read and write States. Leave
+            it out to use the transformation as a decorator
+            (``@hessian(grad_states=...)``).
+        grad_states: a State, or a list/tuple/dict of States, to differentiate
+            with respect to; the state part of the result mirrors this
+            structure. ``None`` (the default) differentiates with respect to
+            arguments only.
+        argnums: the positional argument(s) to differentiate with respect to.
+            ``None`` means argument 0 when ``grad_states`` is ``None`` and no
+            argument otherwise.
+        has_aux: ``fun`` returns ``(output, aux)``; ``aux`` is passed through
+            undifferentiated and returned last.
+        return_value: also return ``fun``'s output (after the derivative,
+            before ``aux``).
+
+    Returns:
+        A ``JacobianFunction`` (or, without ``fun``, a decorator that makes one).
 
     Example:
         >>> import jax.numpy as jnp
