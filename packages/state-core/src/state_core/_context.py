@@ -11,7 +11,7 @@ import threading
 import types
 from typing import Any
 
-__all__ = ["CTX", "GENERATION", "PRIVATE_THREADS", "PRIVATE_LOCK", "user_call_site"]
+__all__ = ["CTX", "GENERATION", "PRIVATE_THREADS", "PRIVATE_LOCK", "user_call_site", "user_stacklevel"]
 
 
 class _Context(threading.local):
@@ -58,6 +58,31 @@ walked again.
 """
 
 _SKIPPED_MODULES = ("state_core", "state_random", "state_transform", "state_nn", "jax", "contextlib")
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` for ``warnings.warn`` that points at the innermost frame that is neither ours nor JAX's.
+
+    Called from the function that warns; a warning raised through any number of
+    library frames then names the user's line.
+
+    Example:
+        >>> import warnings
+        >>> from state_core.engine import user_stacklevel
+        >>> def library_function():
+        ...     warnings.warn("careful", UserWarning, stacklevel=user_stacklevel())
+        >>> user_stacklevel() >= 1
+        True
+    """
+    frame: types.FrameType | None = sys._getframe(1)
+    level = 1
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if module.split(".", 1)[0] not in _SKIPPED_MODULES:
+            return level
+        frame = frame.f_back
+        level += 1
+    return level
 
 
 def user_call_site() -> str:

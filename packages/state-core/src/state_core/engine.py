@@ -53,7 +53,7 @@ from ._cache import (
     register_cache_owner,
     shared_record,
 )
-from ._context import GENERATION
+from ._context import GENERATION, user_stacklevel
 from ._graph import GraphSnapshot, graph_roots, graph_states, snapshot_graph, walk_graph
 from ._jax_internals import ArrayImpl, api_boundary, hide_library_frames, is_batched, is_eager, mesh_type
 from ._pretty import format_fields
@@ -151,6 +151,7 @@ __all__ = [
     "hide_library_frames",
     "api_boundary",
     "format_fields",
+    "user_stacklevel",
     # sharding annotations
     "sharding_annotation",
     "annotated_spec",

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import collections
-import os
-import sys
 import types
 import warnings
 import weakref
@@ -16,6 +14,7 @@ import jax
 import state_core
 import state_transform
 from state_core import State
+from state_core.engine import user_stacklevel
 from state_core.filter import All, Filter, FilterLike, Not, to_predicate
 from state_core.filter import Any as AnyOf
 from state_random import is_random_state
@@ -88,19 +87,6 @@ def _freeze(x: Any) -> Hashable:
         return ("__state__", id(x))
     hash(x)
     return x
-
-
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-
-
-def _user_stacklevel() -> int:
-    """The ``stacklevel`` that points a warning at the first caller outside state_nn."""
-    frame: types.FrameType | None = sys._getframe(1)
-    level = 1
-    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == _PACKAGE_DIR:
-        frame = frame.f_back
-        level += 1
-    return level
 
 
 class _TraceCounter:
@@ -516,7 +502,7 @@ class Map(Module):
             "init_state). If sharing is intended, name it in call_state_axes to silence this "
             "warning.",
             UserWarning,
-            stacklevel=_user_stacklevel(),
+            stacklevel=user_stacklevel(),
         )
 
     def map(

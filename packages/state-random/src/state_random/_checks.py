@@ -19,6 +19,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from state_core.engine import user_stacklevel
+
 __all__ = [
     "Size",
     "Draw",
@@ -364,7 +366,7 @@ def check_psd(cov: Any, name: str, fn: str, check_valid: str = "raise", tol: Any
     )
     if check_valid == "raise":
         raise ValueError(message)
-    warnings.warn(message, RuntimeWarning, stacklevel=3)
+    warnings.warn(message, RuntimeWarning, stacklevel=user_stacklevel())
 
 
 def _covariance_problem(a: np.ndarray, tol: float) -> str | None:

@@ -365,6 +365,11 @@ class UniformNormalSamplers:
             size: the batch shape of the samples (the vector dimension is appended); None: the broadcast batch shape of
                 ``mean`` and ``cov``.
             method: how ``cov`` is factorised: ``'cholesky'``, ``'eigh'`` or ``'svd'``.
+            check_valid: what a host ``cov`` that is not a symmetric positive semi-definite matrix
+                does: ``'raise'`` (a ``ValueError``, the default), ``'warn'`` (a ``RuntimeWarning``, then
+                draw from its SVD as NumPy does) or ``'ignore'`` (draw without checking).
+            tol: the tolerance of that check (NumPy's ``tol``: the matrix rebuilt from its SVD must equal
+                ``cov`` within ``rtol = atol = tol``).
             key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
                 stream's own; the stream is then left unchanged.
             dtype: a floating dtype for the samples; None: JAX's default float (float32 unless x64 is enabled).

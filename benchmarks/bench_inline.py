@@ -1,0 +1,138 @@
+"""Benchmark: transformations built inline, in every step of an eager loop, as brainstate programs write them.
+
+    grads = grad(loss, grad_states=params)(x, y)     # a new GradFunction every step
+    out = vmap2(f)(x)                                # a new StatefulMapping every call
+
+Each new object finds the program of the first one (programs belong to what a
+transformation computes, not to the object), so after the first step a step
+costs a compiled call. The references are what the same program costs in pure
+JAX written the same way: an eager ``jax.grad(loss)(params, x, y)`` plus an eager
+SGD update (JAX's own op-by-op dispatch, no ``jax.jit``), and
+``jax.jit(jax.vmap(f))`` built once.
+
+``rows(quick)`` returns the measurements for the main table.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from state_core import ParamState
+from state_transform import grad, vmap2
+
+WIDTH, DEPTH, BATCH, LR = 256, 4, 128, 1e-3
+
+
+def _mlp(params: list[tuple[jax.Array, jax.Array]], x: jax.Array) -> jax.Array:
+    for w, b in params[:-1]:
+        x = jnp.tanh(x @ w + b)
+    w, b = params[-1]
+    return x @ w + b
+
+
+def _init(key: jax.Array) -> list[tuple[jax.Array, jax.Array]]:
+    sizes = [WIDTH] * DEPTH + [1]
+    params = []
+    for k, (n_in, n_out) in zip(jax.random.split(key, DEPTH), itertools.pairwise(sizes), strict=True):
+        params.append((jax.random.normal(k, (n_in, n_out)) / n_in**0.5, jnp.zeros(n_out)))
+    return params
+
+
+def make_inline_grad_step() -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """One eager SGD step whose ``grad(...)`` is built inline, and the pure-JAX eager step."""
+    key_data, key_params = jax.random.split(jax.random.key(0))
+    x = jax.random.normal(key_data, (BATCH, WIDTH))
+    y = jnp.sin(x[:, :1])
+    init = _init(key_params)
+    states = [(ParamState(w), ParamState(b)) for w, b in init]
+    flat = [s for pair in states for s in pair]
+
+    def loss(x: jax.Array, y: jax.Array) -> jax.Array:
+        params = [(w.value, b.value) for w, b in states]
+        return jnp.mean((_mlp(params, x) - y) ** 2)
+
+    def ours() -> Any:
+        grads = grad(loss, grad_states=flat)(x, y)  # built every step
+        for state, g in zip(flat, grads, strict=True):
+            state.value = state.value - LR * g
+        return grads[-1]
+
+    def pure_loss(params: list[tuple[jax.Array, jax.Array]], x: jax.Array, y: jax.Array) -> jax.Array:
+        return jnp.mean((_mlp(params, x) - y) ** 2)
+
+    box = [init]
+
+    def pure() -> Any:
+        grads = jax.grad(pure_loss)(box[0], x, y)  # eager, as the reference users compare with
+        box[0] = jax.tree.map(lambda p, g: p - LR * g, box[0], grads)
+        return grads[-1][1]
+
+    return ours, pure
+
+
+def make_inline_vmap2() -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """``vmap2(f)(x)`` built for every call, and ``jax.jit(jax.vmap(f))`` built once."""
+    w = ParamState(jnp.linspace(0.0, 1.0, 32))
+    x = jnp.ones((16, 32))
+
+    def f(row: jax.Array) -> jax.Array:
+        return jnp.tanh(row * w.value).sum()
+
+    def ours() -> Any:
+        return vmap2(f)(x)
+
+    pure_f = jax.jit(jax.vmap(lambda wv, row: jnp.tanh(row * wv).sum(), in_axes=(None, 0)))
+
+    def pure() -> Any:
+        return pure_f(w.value, x)
+
+    return ours, pure
+
+
+def _median_time(fn: Callable[[], Any], calls: int, repeats: int) -> float:
+    jax.block_until_ready(fn())
+    jax.block_until_ready(fn())
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            out = fn()
+        jax.block_until_ready(out)
+        samples.append((time.perf_counter() - start) / calls)
+    return statistics.median(samples)
+
+
+def rows(quick: bool = False) -> list[dict[str, Any]]:
+    """``[{'case', 'ours', 'reference', 'ratio'}]`` (seconds per step), in one run."""
+    calls, repeats = (5, 3) if quick else (20, 5)
+    out = []
+    for label, make, reference in (
+        ("grad built inline, eager SGD step (MLP 4x256)", make_inline_grad_step, "eager jax.grad step"),
+        ("vmap2(f)(x) built every call", make_inline_vmap2, "jax.jit(jax.vmap(f))"),
+    ):
+        ours, pure = make()
+        t_ours = _median_time(ours, calls, repeats)
+        t_pure = _median_time(pure, calls, repeats)
+        out.append({"case": label, "reference": reference, "ours": t_ours, "pure": t_pure, "ratio": t_ours / t_pure})
+    return out
+
+
+def format_rows(measured: list[dict[str, Any]]) -> str:
+    """The rows as a text table (times in microseconds)."""
+    lines = [f"{'case':<48} {'ours (us)':>10} {'reference (us)':>15} {'ratio':>7}  reference"]
+    for r in measured:
+        lines.append(
+            f"{r['case']:<48} {r['ours'] * 1e6:>10.1f} {r['pure'] * 1e6:>15.1f} {r['ratio']:>6.2f}x  {r['reference']}"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(format_rows(rows()))
