@@ -112,13 +112,21 @@ def test_jit_donate_argnums_with_static_before():
 
 def test_jit_donate_states():
     s = state_core.State(jnp.ones(3) + 0, name="donated")
-    old = s.value
-    g = jit(lambda: _scale(s), donate_states=True)
+    old = s.value  # the user holds the first value: never donated
+    g = jit(lambda: _scale(s))
     g()
     assert_allclose(np.asarray(s.value), [2.0, 2.0, 2.0])
-    assert old.is_deleted()
-    g()
+    assert not old.is_deleted()
+    assert_allclose(np.asarray(old), [1.0, 1.0, 1.0])
+    pointer = s.value.unsafe_buffer_pointer()
+    g()  # nothing else holds the value now: updated in place
     assert_allclose(np.asarray(s.value), [4.0, 4.0, 4.0])
+    assert s.value.unsafe_buffer_pointer() == pointer
+    off = jit(lambda: _scale(s), donate_states=False)
+    pointer = s.value.unsafe_buffer_pointer()
+    off()
+    assert s.value.unsafe_buffer_pointer() != pointer
+    assert_allclose(np.asarray(s.value), [8.0, 8.0, 8.0])
 
 
 def _scale(s):

@@ -21,6 +21,7 @@ from . import engine, environ, filter, units
 from .__about__ import __version__
 from ._cache import clear_caches
 from ._collection import StateDict, collect_states, states_of_callable
+from ._donation import donation, donation_enabled, set_donation
 from ._errors import BatchAxisError, StateError, StateLeakError
 from ._introspection import make_jaxpr
 from ._jax_internals import hide_library_frames
@@ -66,6 +67,9 @@ __all__ = [
     "NewStateCatcher",
     "StatefulFunction",
     "clear_caches",
+    "donation",
+    "set_donation",
+    "donation_enabled",
     "StateDict",
     "collect_states",
     "states_of_callable",

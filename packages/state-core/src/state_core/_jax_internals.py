@@ -122,6 +122,12 @@ except ImportError:  # pragma: no cover - exercised only on an incompatible JAX
         """
 
 
+try:  # JAX's NaN / Inf checking flags, read cheaply on every donating call
+    from jax._src.config import debug_infs as _debug_infs
+    from jax._src.config import debug_nans as _debug_nans
+except ImportError:  # pragma: no cover - exercised only on an incompatible JAX
+    _debug_nans = _debug_infs = None  # type: ignore[assignment]
+
 _get_concrete_mesh: Callable[[], Any] | None
 try:  # the mesh set with ``jax.set_mesh``, readable inside a trace (``jax.sharding.get_mesh`` is not)
     from jax._src.mesh import get_concrete_mesh
@@ -147,6 +153,7 @@ __all__ = [
     "is_tracer",
     "mesh_type",
     "is_eager",
+    "debugging_nans_or_infs",
     "is_batched",
     "context_mesh",
     "ArrayImpl",
@@ -208,6 +215,23 @@ def mesh_type(aval: Any) -> Any:
     if (mesh is None or mesh.empty) and not any(varying):
         return None
     return (sharding, *varying)
+
+
+def debugging_nans_or_infs() -> bool:
+    """True while ``jax_debug_nans`` or ``jax_debug_infs`` is on (by ``jax.config`` or its context managers).
+
+    Example:
+        >>> import jax
+        >>> from state_core._jax_internals import debugging_nans_or_infs
+        >>> debugging_nans_or_infs()
+        False
+        >>> with jax.debug_nans(True):
+        ...     debugging_nans_or_infs()
+        True
+    """
+    if _debug_nans is None:  # pragma: no cover - incompatible JAX: read the public (slower) way
+        return bool(jax.config.jax_debug_nans or jax.config.jax_debug_infs)  # type: ignore[unreachable]
+    return bool(_debug_nans.value or _debug_infs.value)
 
 
 def is_eager() -> bool:

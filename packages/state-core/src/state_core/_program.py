@@ -174,6 +174,13 @@ class Program:
             (output, new values for write_back)``, usually a ``jax.jit`` function
             (compiled at its first call).
         write_back: the states that receive the new values, in order.
+        donating: the same program with the written states' values donated
+            (``donate_argnums`` on its first argument): run when nothing but their
+            States refers to them, so their buffers are updated in place; None when
+            the program cannot reuse them.
+        keeps_layout_on_one_device: set by the pipeline: the program runs on one
+            device and gives every written state a value of its shape and dtype, so
+            with all its inputs on one device it may donate from its first call.
         eager: the same computation without ``jax.jit`` (runs op by op, no XLA compile),
             used for the first call of a program when compiling would cost more than
             running it; None when the program must always be compiled.
@@ -189,6 +196,8 @@ class Program:
 
     run: Callable[..., Any]
     write_back: tuple[State[Any], ...]
+    donating: Callable[..., Any] | None = None
+    keeps_layout_on_one_device: bool = False
     eager: Callable[..., Any] | None = None
     block: bool = False
     on_failure: Callable[[list[Any]], None] | None = None

@@ -20,7 +20,8 @@ from typing import Any
 import jax
 
 from ._context import CTX
-from ._jax_internals import ArrayImpl, PRNGKeyArray, is_tracer
+from ._donation import donation_enabled, exclusively_held
+from ._jax_internals import ArrayImpl, PRNGKeyArray, is_eager, is_tracer
 from ._program import CacheEntry, merger
 from ._signature import reference_avals, values_unchanged
 from ._state import State, StateLeakError
@@ -33,12 +34,14 @@ __all__ = [
     "STATES_CHANGED",
     "may_fail_at_run_time",
     "runs_cheaply_op_by_op",
+    "spans_devices",
     "handout_locks",
 ]
 
 _ArrayImpl = ArrayImpl
 _PRNGKeyArray = PRNGKeyArray
 _GET_VALUE = operator.attrgetter("_value")
+_CONCRETE = (ArrayImpl, PRNGKeyArray)
 
 
 def read_state_values(states: Sequence[State[Any]]) -> list[Any]:
@@ -133,29 +136,38 @@ def handout_locks(states: Sequence[State[Any]]) -> tuple[threading.Lock, ...]:
 
 
 def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
-    """``run(leaves, who, rw=None, ro=())``: run ``entry``'s program once and write the results back.
+    """``run(leaves, who, eager_ok=False)``: run ``entry``'s program once and write the results back.
 
-    ``rw`` / ``ro`` are the written and read-only input state values
-    (``Trace.split_values``). With ``rw=None`` (the repeat eager call) the closure
-    reads the input states itself, straight into those two lists, and checks them
-    (``values_unchanged``); when a state no longer matches the trace it returns
-    ``STATES_CHANGED`` without running anything, and the caller resolves the
-    program again. A program that writes a state with a ``handout_lock`` (random
-    keys) reads and writes its states under that lock, so two threads never get
-    the same key.
+    The closure reads the input states itself, straight into the lists of written
+    and read-only values the program takes, and checks them (``values_unchanged``);
+    when a state no longer matches the trace it returns ``STATES_CHANGED`` without
+    running anything, and the caller resolves the program again. A program that
+    writes a state with a ``handout_lock`` (random keys) reads and writes its states
+    under that lock, so two threads never get the same key.
 
-    The first run of a program that has an ``eager`` form runs that (no XLA
-    compile) when ``eager_ok`` says it is the first call of a transform object (an
-    object built inline for one call, or a one-shot initialisation); later calls run
-    the compiled form.
+    When the program has a ``donating`` form, donation is enabled, nothing but
+    their States refers to the written states' values (``exclusively_held``) and
+    those values are the program's own outputs of a call that kept their layout
+    (so the new values can take the old buffers' places), it runs that: the old
+    buffers are reused in place. The first call never donates. The first run of a program
+    that has an ``eager`` form runs that (no XLA compile) when ``eager_ok`` says it
+    is the first call of a transform object (an object built inline for one call,
+    or a one-shot initialisation).
 
     If the program raises (at dispatch, or while ``jax.block_until_ready`` waits for
     a program that may fail after dispatch) no state is written, ``on_failure``
     sees the input values, and the error propagates after this single run. The
     closure does not refer to ``entry``, so an evicted entry is freed at once.
+
+    Args:
+        entry: the cache entry whose ``trace`` and ``program`` to run.
+
+    Returns:
+        The ``run`` closure.
     """
     trace, program = entry.trace, entry.program
     compiled = program.run
+    donating = program.donating
     eager: list[Callable[..., Any] | None] = [program.eager]
     write_back = list(program.write_back)
     block = program.block
@@ -173,11 +185,30 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
     locks = handout_locks([*states, *write_back])
     # States the trace created: once written with concrete values they are usable again.
     created = list(trace.created_states)
+    # Where each written input state's new value is among the program's new values,
+    # and the ids of those new values after the last call whose written states kept
+    # their layout (None: no such call yet). A donated buffer is reused in place only
+    # when the new value has the old one's layout: donating is safe once the inputs
+    # are the outputs of such a call (the same program keeps the same layout).
+    position = {id(s): j for j, s in enumerate(write_back)}
+    rw_out = [position[id(trace.in_states[k])] for k in rw_index] if donating is not None else []
+    # A single-device program whose written values keep their shapes and dtypes keeps
+    # their layout too, so it may donate from its first call when its inputs all lie
+    # on one device (one compile: the donating form).
+    steady: list[Any] = [_ANY_ON_ONE_DEVICE if program.keeps_layout_on_one_device else None]
 
-    def execute(leaves: Sequence[Any], who: str, rw: list[Any], ro: Sequence[Any], eager_ok: bool) -> Any:
-        if prepare is not None:
-            values, prepared = prepare(merge(rw, ro), list(leaves))
-            rw, ro, leaves = [values[k] for k in rw_index], [values[k] for k in ro_index], prepared
+    def read(leaves: Sequence[Any]) -> tuple[list[Any], list[Any], Sequence[Any]] | None:
+        # The values go straight into the lists the program takes: no other list of
+        # this module outlives the call, so a value's references can be counted.
+        values = [s.value for s in states] if CTX.stacks else list(map(_GET_VALUE, states))
+        if not values_unchanged(values, sigs, ref_avals):
+            return None
+        if prepare is None:
+            return values[:n_rw], values[n_rw:], leaves
+        placed, leaves = prepare(merge(values[:n_rw], values[n_rw:]), list(leaves))
+        return [placed[k] for k in rw_index], [placed[k] for k in ro_index], leaves
+
+    def execute(leaves: Sequence[Any], who: str, rw: list[Any], ro: list[Any], eager_ok: bool) -> Any:
         fn = compiled
         first = eager[0]
         if first is not None:
@@ -186,6 +217,20 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
             # values on one device (op by op, values spread over devices do not mix).
             if eager_ok and not CTX.stacks and _on_one_device((rw, ro, leaves)):
                 fn = first
+        donated = False
+        if (
+            fn is compiled
+            and donating is not None
+            and not CTX.stacks
+            and (
+                list(map(id, rw)) == steady[0]
+                or (steady[0] is _ANY_ON_ONE_DEVICE and _on_one_device_all(rw, ro, leaves))
+            )
+            and donation_enabled()
+            and exclusively_held(rw)
+            and is_eager()  # not under a plain JAX transformation (a jax.grad of this call)
+        ):
+            fn, donated = donating, True  # nothing but the States holds the old values: reuse their buffers
         ok = False
         try:
             out, new_values = fn(rw, ro, *leaves)
@@ -197,42 +242,74 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
         finally:
             if not ok and on_failure is not None:
                 on_failure(merge(rw, ro))
+        if rw_out and not CTX.stacks:
+            outs = [new_values[j] for j in rw_out]
+            steady[0] = list(map(id, outs)) if donated or _same_layout(rw, outs) else None
         write_state_values(write_back, new_values, who)
         for state in created:
             if state._leaked_at is not None:
                 state.restore_value(state._value)
         return out
 
-    def read_checked() -> tuple[list[Any], list[Any]] | None:
-        values = list(map(_GET_VALUE, states))
-        if not values_unchanged(values, sigs, ref_avals):
-            return None
-        return values[:n_rw], values[n_rw:]
-
-    def run(
-        leaves: Sequence[Any], who: str, rw: list[Any] | None = None, ro: Sequence[Any] = (), eager_ok: bool = False
-    ) -> Any:
+    def run(leaves: Sequence[Any], who: str, eager_ok: bool = False) -> Any:
         if locks and not CTX.stacks:
             for lock in locks:
                 lock.acquire()
             try:
-                # Read again under the locks: the values read before them may have
-                # been handed out to another thread meanwhile.
-                split = read_checked()
+                # Read under the locks: a value read before them may have been
+                # handed out to another thread meanwhile.
+                split = read(leaves)
                 if split is None:
                     return STATES_CHANGED
-                return execute(leaves, who, *split, eager_ok)
+                return execute(split[2], who, split[0], split[1], eager_ok)
             finally:
                 for lock in reversed(locks):
                     lock.release()
-        if rw is None:
-            split = read_checked()
-            if split is None:
-                return STATES_CHANGED
-            rw, ro = split
-        return execute(leaves, who, rw, ro, eager_ok)
+        split = read(leaves)
+        if split is None:
+            return STATES_CHANGED
+        return execute(split[2], who, split[0], split[1], eager_ok)
 
     return run
+
+
+_ANY_ON_ONE_DEVICE: Any = type("AnyOnOneDevice", (), {"__repr__": lambda self: "<any values on one device>"})()
+
+
+def _on_one_device_all(rw: list[Any], ro: list[Any], leaves: Sequence[Any]) -> bool:
+    """True if every array in the call lies on one and the same single device."""
+    device = None
+    for tree in (rw, ro, leaves):
+        for leaf in jax.tree.leaves(tree):
+            sharding = getattr(leaf, "sharding", None)
+            if sharding is None:
+                continue
+            devices = sharding.device_set
+            if len(devices) != 1:
+                return False
+            (only,) = devices
+            if device is None:
+                device = only
+            elif only != device:
+                return False
+    return True
+
+
+def _same_layout(before: list[Any], after: list[Any]) -> bool:
+    """True if every leaf of ``after`` is a JAX array of the shape, dtype and sharding of its leaf in ``before``.
+
+    Exactly then can the new value take the old one's buffer.
+    """
+    for old, new in zip(before, after, strict=True):
+        old_leaves, new_leaves = jax.tree.leaves(old), jax.tree.leaves(new)
+        if len(old_leaves) != len(new_leaves):
+            return False
+        for a, b in zip(old_leaves, new_leaves, strict=True):
+            if type(a) not in _CONCRETE or type(b) not in _CONCRETE:  # tracers of a plain transformation
+                return False
+            if a.shape != b.shape or a.dtype != b.dtype or a.sharding != b.sharding:
+                return False
+    return True
 
 
 def _on_one_device(tree: Any) -> bool:
@@ -244,21 +321,26 @@ def _on_one_device(tree: Any) -> bool:
     return True
 
 
-def replay(entry: CacheEntry[Any], values: list[Any], leaves: Sequence[Any], who: str, eager_ok: bool = False) -> Any:
-    """Run the program of ``entry`` once with these input state values and write the results back.
+def replay(entry: CacheEntry[Any], leaves: Sequence[Any], who: str, eager_ok: bool = False) -> Any:
+    """Run the program of ``entry`` once with the states' current values and write the results back.
 
-    ``values`` are the current values of ``entry.trace.in_states`` (already checked
-    against the trace) and ``leaves`` the dynamic argument leaves. If the program
-    raises, no state is written and the error propagates after this single run.
-    Returns ``STATES_CHANGED`` (having run nothing) only if another thread changed
-    the shape of an input state in between. ``eager_ok``: the call may run the
-    program's ``eager`` form (see ``program_runner``).
+    If the program raises, no state is written and the error propagates after this
+    single run.
+
+    Args:
+        entry: the cache entry to run.
+        leaves: the dynamic argument leaves of the call.
+        who: names the transformation in messages.
+        eager_ok: the call may run the program's ``eager`` form (see ``program_runner``).
+
+    Returns:
+        The program's output, or ``STATES_CHANGED`` (having run nothing) if an input
+        state no longer matches the trace (another thread resized it in between).
     """
     run = entry.runner
     if run is None:
         run = entry.runner = program_runner(entry)
-    rw, ro = entry.trace.split_values(values)
-    return run(leaves, who, rw, ro, eager_ok)
+    return run(leaves, who, eager_ok)
 
 
 _CALLBACK_PRIMITIVES = frozenset({"debug_callback", "io_callback", "pure_callback", "callback"})
@@ -314,3 +396,29 @@ def runs_cheaply_op_by_op(jaxpr: Any) -> bool:
                 return False
             todo.extend(getattr(sub, "jaxpr", sub) for sub in jex_core.jaxprs_in_params(eqn.params))
     return True
+
+
+# Primitives that place values on several devices: a program holding one does not
+# keep its inputs' single-device layout.
+_MULTI_DEVICE_PRIMITIVES = frozenset({"shard_map", "xla_pmap", "sharding_constraint", "device_put", "reshard"})
+
+
+def spans_devices(jaxpr: Any) -> bool:
+    """True if ``jaxpr`` (or a sub-jaxpr) places values on devices itself (shard_map, pmap, shardings).
+
+    Example:
+        >>> import jax
+        >>> from state_core.engine import spans_devices
+        >>> spans_devices(jax.make_jaxpr(lambda x: x + 1)(1.0).jaxpr)
+        False
+    """
+    import jax.extend.core as jex_core
+
+    todo = [jaxpr]
+    while todo:
+        current = todo.pop()
+        for eqn in current.eqns:
+            if eqn.primitive.name in _MULTI_DEVICE_PRIMITIVES:
+                return True
+            todo.extend(getattr(sub, "jaxpr", sub) for sub in jex_core.jaxprs_in_params(eqn.params))
+    return False

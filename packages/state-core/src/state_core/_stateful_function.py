@@ -42,14 +42,52 @@ from ._replay import (
     read_state_values,
     replay,
     runs_cheaply_op_by_op,
+    spans_devices,
 )
 from ._signature import canonical_signature, positional_key, states_match, trace_context
 from ._state import State
 from ._tracing import abstract_value, trace_function
 
-__all__ = ["StatefulFunction", "pure_program"]
+__all__ = ["StatefulFunction", "pure_program", "named"]
 
 _ArrayImpl = ArrayImpl
+
+
+def _shapes_kept(trace: Trace, program: Program, leaves: Sequence[Any]) -> bool:
+    """Whether the program gives every written input state a value of its shapes and dtypes.
+
+    The program's output types come from ``jax.eval_shape`` of its compiled form
+    (``jax.jit`` keeps that trace for the call that follows).
+    """
+    values = [s._value for s in trace.in_states]
+    rw, ro = trace.split_values(values)
+    _, new_values = jax.eval_shape(program.run, rw, ro, *leaves)
+    position = {id(s): j for j, s in enumerate(program.write_back)}
+    for k in trace.rw_index:
+        j = position.get(id(trace.in_states[k]))
+        if j is None:
+            return False
+        before = [(jax.numpy.shape(x), jax.numpy.result_type(x)) for x in jax.tree.leaves(values[k])]
+        after = [(x.shape, x.dtype) for x in jax.tree.leaves(new_values[j])]
+        if before != after:
+            return False
+    return True
+
+
+def named(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
+    """``fn`` renamed ``name``, so JAX's messages (``jit(name)``, NaN reports) name the user's function.
+
+    Args:
+        fn: a program function the pipeline built.
+        name: the user's function name.
+
+    Example:
+        >>> from state_core.engine import named
+        >>> named(lambda: None, 'step').__name__
+        'step'
+    """
+    fn.__name__ = fn.__qualname__ = name
+    return fn
 
 
 def pure_program(trace: Trace) -> Callable[..., tuple[Any, list[Any]]]:
@@ -109,6 +147,9 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
         cache_size: how many call signatures to keep compiled (least recently used
             ones are dropped beyond it); default ``DEFAULT_CACHE_SIZE`` (64). A function
             with its own cache size keeps its programs to itself.
+        donate_states: update written States in place: when nothing but a State
+            refers to its old value, the program reuses that buffer (see
+            ``state_core.donation``). ``False`` always allocates new buffers.
 
     Example:
         >>> import jax.numpy as jnp
@@ -143,6 +184,7 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
         return_only_write: bool = True,
         ir_optimizations: Any = None,
         cache_size: int | None = None,
+        donate_states: bool = True,
     ) -> None:
         self._init_compat_options(return_only_write, ir_optimizations)
         if not callable(fun):
@@ -160,6 +202,7 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
         self._shared = cache_size is not None
         self._last: CacheEntry[Any] | None = None
         self._called = False  # its first call may run a new program op by op
+        self.donate_states = bool(donate_states)
         register_cache_owner(self)
 
     # ------------------------------------------------------------------ identity
@@ -176,7 +219,7 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
 
     def _identity_options(self) -> Hashable:
         """The options the programs depend on (raise ``Unshareable`` if they cannot be keyed)."""
-        return (self.static_argnums, self.static_argnames)
+        return (self.static_argnums, self.static_argnames, self.donate_states)
 
     def __graph_roots__(self) -> list[Any]:
         """The objects whose States the function reaches (see ``state_core.engine.graph_roots``)."""
@@ -225,8 +268,20 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
 
     def _compile(self, trace: Trace, info: Any) -> Program:
         """Build the ``Program`` of a trace: ``(rw values, ro values, *leaves) -> (out, new values)``."""
-        pure = pure_program(trace)
-        return Program(run=jax.jit(pure), write_back=trace.write_states, eager=pure if self.eager_first_call else None)
+        pure = named(pure_program(trace), self.name)
+        return Program(
+            run=jax.jit(pure),
+            write_back=trace.write_states,
+            donating=self._donating(jax.jit, pure, trace),
+            eager=pure if self.eager_first_call else None,
+        )
+
+    def _donating(self, jit: Callable[..., Any], pure: Callable[..., Any], trace: Trace, **kwargs: Any) -> Any:
+        """``jit(pure, donate_argnums=(0,), **kwargs)``: the program with the written states' values
+        donated, or None when this function does not donate or writes no input state."""
+        if not self.donate_states or not trace.rw_index:
+            return None
+        return jit(pure, donate_argnums=(0,), **kwargs)
 
     def _runs_on_several_devices(self, trace: Trace, info: Any) -> bool:
         """Whether the program spans several devices (it then blocks before write-back)."""
@@ -285,6 +340,15 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
             program = dataclasses.replace(program, block=True)
         if program.eager is not None and not runs_cheaply_op_by_op(trace.closed_jaxpr.jaxpr):
             program = dataclasses.replace(program, eager=None)  # it would compile twice
+        if program.donating is not None:
+            jaxpr = trace.closed_jaxpr.jaxpr
+            if CTX.stacks or may_fail_at_run_time(jaxpr) or not _shapes_kept(trace, program, leaves):
+                # Nested programs run on tracers; a program that may fail after dispatch
+                # must not have consumed the old values; a written value of another shape
+                # or dtype cannot take the old buffer (XLA would warn).
+                program = dataclasses.replace(program, donating=None)
+            elif not self._runs_on_several_devices(trace, info) and not spans_devices(jaxpr):
+                program = dataclasses.replace(program, keeps_layout_on_one_device=True)
         graph = snapshot_graph(before, trace.states) if before is not None else None
         entry: CacheEntry[Any] = CacheEntry(trace, info, program, graph, generation)
         entry.env_reads = env_reads or None
@@ -380,8 +444,8 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
                         return out
         first_call, self._called = not self._called, True
         while True:
-            entry, values, leaves = self._resolve(args, kwargs)
-            out = replay(entry, values, leaves, self.name, first_call)
+            entry, leaves = self._lookup(args, kwargs)
+            out = replay(entry, leaves, self.name, first_call)
             if out is not STATES_CHANGED:  # only when another thread resized a state meanwhile
                 return out
 

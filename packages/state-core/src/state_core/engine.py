@@ -54,6 +54,7 @@ from ._cache import (
     shared_record,
 )
 from ._context import GENERATION, user_stacklevel
+from ._donation import exclusively_held
 from ._graph import GraphSnapshot, graph_roots, graph_states, snapshot_graph, walk_graph
 from ._jax_internals import ArrayImpl, api_boundary, hide_library_frames, is_batched, is_eager, mesh_type
 from ._pretty import format_fields
@@ -66,6 +67,7 @@ from ._replay import (
     read_state_values,
     replay,
     runs_cheaply_op_by_op,
+    spans_devices,
     write_state_values,
 )
 from ._rules import StateRules
@@ -89,7 +91,7 @@ from ._signature import (
     trace_context,
     values_unchanged,
 )
-from ._stateful_function import pure_program
+from ._stateful_function import named, pure_program
 from ._trace import private_state_values
 from ._tracing import abstract_value, trace_function
 
@@ -102,6 +104,7 @@ __all__ = [
     "abstract_value",
     "jaxpr_evaluator",
     "pure_program",
+    "named",
     "merger",
     # the replay
     "replay",
@@ -111,7 +114,9 @@ __all__ = [
     "STATES_CHANGED",
     "may_fail_at_run_time",
     "runs_cheaply_op_by_op",
+    "spans_devices",
     "handout_locks",
+    "exclusively_held",
     # signatures
     "leaf_signature",
     "canonical_signature",

@@ -160,17 +160,20 @@ class ShardedMapping(StatefulMapping):
             created_shardings.append(layout.sharding(axis, ndim + (axis is not None)))
             first += treedef.num_leaves
         key_shardings = [layout.replicated] * len(info.split_positions)
-        run = jax.jit(
-            program,
-            in_shardings=(
+        shardings: dict[str, Any] = {
+            "in_shardings": (
                 [state_shardings[i] for i in trace.rw_index],
                 [state_shardings[i] for i in trace.ro_index],
                 *leaf_shardings,
             ),
-            out_shardings=(out_shardings, written_shardings + created_shardings + key_shardings),
-        )
+            "out_shardings": (out_shardings, written_shardings + created_shardings + key_shardings),
+        }
         return dataclasses.replace(
-            base, run=run, eager=None, prepare=input_placer(trace.in_states, state_shardings, layout.place)
+            base,
+            run=jax.jit(program, **shardings),
+            donating=self._donating(jax.jit, program, trace, **shardings),
+            eager=None,
+            prepare=input_placer(trace.in_states, state_shardings, layout.place),
         )
 
 

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from state_core import State, StateDict, StatefulFunction
-from state_core.engine import IdentityRef, Program, Trace, api_boundary, jaxpr_evaluator, merger
+from state_core.engine import IdentityRef, Program, Trace, api_boundary, jaxpr_evaluator, merger, named
 
 __all__ = ["grad", "GradFunction"]
 
@@ -140,7 +140,13 @@ class GradFunction(StatefulFunction, Generic[_R]):
             ]
             return assemble(state_grads, g_args, loss, aux), new_values
 
-        return Program(run=jax.jit(program), write_back=trace.write_states, eager=program)
+        named(program, f"grad_{self.name}")
+        return Program(
+            run=jax.jit(program),
+            write_back=trace.write_states,
+            donating=self._donating(jax.jit, program, trace),
+            eager=program,
+        )
 
     @api_boundary
     def __call__(self, *args: Any, **kwargs: Any) -> _R:

@@ -17,6 +17,7 @@ from state_core.engine import (
     Unshareable,
     frozen,
     input_placer,
+    named,
     pure_program,
     read_state_values,
     state_sharding,
@@ -58,9 +59,11 @@ class JittedFunction(StatefulFunction):
     values of the states it only reads, and the user's arguments.
     ``donate_argnums``, ``in_shardings``, ``out_shardings`` and the ``static_*``
     options refer to the user's arguments and return value only, exactly as for
-    ``jax.jit``. ``donate_states=True`` donates the buffers of the states the
-    function writes (they are replaced by the new values); states it only reads
-    are never donated.
+    ``jax.jit``. The states the function writes are updated in place
+    (``donate_states=True``, the default): when nothing but a State refers to its
+    old value, that buffer is donated to the program; an array the user still
+    holds is never donated, and states the function only reads never are.
+    ``donate_states=False`` always allocates new buffers.
 
     Attributes:
         origin_fun: the function given to ``jit``.
@@ -73,10 +76,12 @@ class JittedFunction(StatefulFunction):
         >>> buf, scale = State(jnp.zeros(3)), ParamState(jnp.ones(3))
         >>> def fill(v):
         ...     buf.value = buf.value + v * scale.value
-        >>> f = JittedFunction(fill, donate_states=True)
-        >>> f(1.0); f(2.0)
-        >>> buf.value, scale.value
-        (Array([3., 3., 3.], dtype=float32), Array([1., 1., 1.], dtype=float32))
+        >>> f = JittedFunction(fill)
+        >>> f(1.0)
+        >>> kept = buf.value          # the user holds the value: it is not donated
+        >>> f(2.0)
+        >>> kept, buf.value, scale.value
+        (Array([1., 1., 1.], dtype=float32), Array([3., 3., 3.], dtype=float32), Array([1., 1., 1.], dtype=float32))
     """
 
     __module__ = "state_transform"
@@ -87,7 +92,7 @@ class JittedFunction(StatefulFunction):
         static_argnums: int | Iterable[int] = (),
         static_argnames: str | Iterable[str] = (),
         donate_argnums: int | Iterable[int] = (),
-        donate_states: bool = False,
+        donate_states: bool = True,
         *,
         name: str | None = None,
         in_shardings: Any = _UNSET,
@@ -95,10 +100,11 @@ class JittedFunction(StatefulFunction):
         cache_size: int | None = None,
         **jit_kwargs: Any,
     ) -> None:
-        super().__init__(fun, static_argnums, static_argnames, name=name, cache_size=cache_size)
+        super().__init__(
+            fun, static_argnums, static_argnames, name=name, cache_size=cache_size, donate_states=donate_states
+        )
         self.origin_fun = fun
         self.donate_argnums = _as_tuple(donate_argnums)
-        self.donate_states = donate_states
         self.in_shardings = in_shardings
         self.out_shardings = out_shardings
         self.jit_kwargs = jit_kwargs
@@ -120,7 +126,6 @@ class JittedFunction(StatefulFunction):
         return (
             super()._identity_options(),
             self.donate_argnums,
-            self.donate_states,
             shardings,
             frozen(self.jit_kwargs),
         )
@@ -183,8 +188,6 @@ class JittedFunction(StatefulFunction):
 
     def _compile(self, trace: Trace, info: JitInfo) -> Program:
         donate: list[int] = []
-        if self.donate_states and trace.rw_index:
-            donate.append(0)  # written states only: argument 1 holds the read-only ones
         if self.donate_argnums:
             wanted = {i if i >= 0 else i + trace.n_args for i in self.donate_argnums}
             for position, start, end in self._leaf_ranges(trace):
@@ -200,8 +203,13 @@ class JittedFunction(StatefulFunction):
             user_out = None if self.out_shardings is _UNSET else self.out_shardings
             kwargs["out_shardings"] = (user_out, list(info.out_shardings))
         prepare = input_placer(trace.in_states, info.in_shardings) if annotated else None
-        run = jax.jit(pure_program(trace), donate_argnums=tuple(donate), **kwargs)
-        return Program(run=run, write_back=trace.write_states, prepare=prepare)
+        pure = named(pure_program(trace), self.name)
+        run = jax.jit(pure, donate_argnums=tuple(donate), **kwargs)
+        # The written states' values (argument 0) are donated too when nothing else holds them.
+        donating = self._donating(jax.jit, pure, trace, **kwargs)
+        if donating is not None and donate:
+            donating = jax.jit(pure, donate_argnums=(0, *donate), **kwargs)
+        return Program(run=run, write_back=trace.write_states, donating=donating, prepare=prepare)
 
     def _runs_on_several_devices(self, trace: Trace, info: JitInfo) -> bool:
         # A state that lives on a mesh, or is annotated with one, makes the program span its devices.
@@ -279,7 +287,7 @@ def jit(
     static_argnums: int | Iterable[int] = (),
     static_argnames: str | Iterable[str] = (),
     donate_argnums: int | Iterable[int] = (),
-    donate_states: bool = False,
+    donate_states: bool = True,
     **jit_kwargs: Any,
 ) -> JittedFunction: ...
 @overload
@@ -288,7 +296,7 @@ def jit(
     static_argnums: int | Iterable[int] = (),
     static_argnames: str | Iterable[str] = (),
     donate_argnums: int | Iterable[int] = (),
-    donate_states: bool = False,
+    donate_states: bool = True,
     **jit_kwargs: Any,
 ) -> Callable[[Callable[..., Any]], JittedFunction]: ...
 
@@ -298,7 +306,7 @@ def jit(
     static_argnums: int | Iterable[int] = (),
     static_argnames: str | Iterable[str] = (),
     donate_argnums: int | Iterable[int] = (),
-    donate_states: bool = False,
+    donate_states: bool = True,
     **jit_kwargs: Any,
 ) -> JittedFunction | Callable[[Callable[..., Any]], JittedFunction]:
     """Compile ``fun`` with ``jax.jit``; the States it reads and writes are handled for you.

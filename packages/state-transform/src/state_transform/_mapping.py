@@ -12,7 +12,7 @@ from typing import Any
 import jax
 
 from state_core import BatchAxisError, State, StatefulFunction, states_of_callable
-from state_core.engine import Program, StateRules, Trace, context_markers, frozen, pushed_context
+from state_core.engine import Program, StateRules, Trace, context_markers, frozen, named, pushed_context
 
 from ._axes import (
     check_axis,
@@ -528,6 +528,7 @@ class StatefulMapping(StatefulFunction):
         program, compiled = build_mapped_program(
             trace, info, self.mapping_fn, self.mapping_kwargs, self.out_axes, self._donate_positions
         )
+        named(program, self.name)
         split_states = tuple(trace.in_states[k] for k in info.split_positions)
         lane_written = tuple(s for s, keep in zip(trace.out_states, info.lane_written_mask, strict=True) if keep)
         on_failure = None
@@ -539,8 +540,23 @@ class StatefulMapping(StatefulFunction):
 
         # jax.pmap compiles whatever runs it; a jax.vmap program can run op by op.
         eager = program if not compiled and self.eager_first_call else None
+        if compiled:  # jax.pmap donates by itself: a second pmap with the states donated
+            donating = None
+            if self.donate_states and trace.rw_index:
+                donating, _ = build_mapped_program(
+                    trace,
+                    info,
+                    self.mapping_fn,
+                    self.mapping_kwargs,
+                    self.out_axes,
+                    self._donate_positions,
+                    donate_states=True,
+                )
+        else:
+            donating = self._donating(jax.jit, program, trace)
         return Program(
             run=program if compiled else jax.jit(program),
+            donating=donating,
             write_back=lane_written + trace.created_states + split_states,
             eager=eager,
             on_failure=on_failure,

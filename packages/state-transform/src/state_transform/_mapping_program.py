@@ -26,13 +26,25 @@ def build_mapped_program(
     mapping_kwargs: dict[str, Any],
     out_axes: Any,
     donate_positions: frozenset[int],
+    donate_states: bool = False,
 ) -> tuple[Callable[..., Any], bool]:
     """``(program, compiled)``: ``program(rw, ro, *dyn_leaves) -> (output, new values)``.
 
     The new values are those of the lane-written states, the created states, then
     the split states' next values (``Program.write_back`` order). ``compiled`` is
     True when ``mapping_fn`` compiles by itself (``jax.pmap``); otherwise the caller
-    wraps the program in ``jax.jit``.
+    wraps the program in ``jax.jit`` (and donates through that).
+
+    Args:
+        trace: the per-lane trace.
+        info: the mapping strategy's decisions for it.
+        mapping_fn: ``jax.vmap``, ``jax.pmap`` or a function with their calling convention.
+        mapping_kwargs: extra keyword arguments for ``mapping_fn``.
+        out_axes: the user's ``out_axes`` for the return value.
+        donate_positions: user positional arguments whose buffers ``mapping_fn`` donates
+            (``pmap2``'s ``donate_argnums``).
+        donate_states: also donate the written states' values (the program's first
+            argument) to a ``mapping_fn`` that compiles by itself.
     """
     evaluate = jaxpr_evaluator(trace)
     size = info.axis_size
@@ -55,7 +67,11 @@ def build_mapped_program(
     # index array is mapped instead: jax.pmap needs at least one mapped input.
     lanes = None if info.mapped_inputs else jax.numpy.arange(size, dtype=jax.numpy.int32)
 
-    def lane(state_values: list[Any], *dyn_leaves: Any) -> tuple[Any, list[Any], list[Any]]:
+    merge = merger(trace)
+    rw_index, ro_index = trace.rw_index, trace.ro_index
+
+    def lane(rw: list[Any], ro: list[Any], *dyn_leaves: Any) -> tuple[Any, list[Any], list[Any]]:
+        state_values = merge(rw, ro)
         next_values: list[Any]
         if split_before:
             values, next_values = state_values, []
@@ -72,11 +88,15 @@ def build_mapped_program(
     leaf_axes = list(info.leaf_axes)
     if lanes is not None:
         leaf_axes.append(0)
-    if donate_positions and not info.nested_pmap:
-        kwargs["donate_argnums"] = tuple(1 + j for j, p in enumerate(info.leaf_positions) if p in donate_positions)
+    if not info.nested_pmap and not split_before:
+        donate = [2 + j for j, p in enumerate(info.leaf_positions) if p in donate_positions]
+        if donate_states and rw_index and mapping_fn is jax.pmap:  # a custom mapping_fn may donate itself
+            donate.insert(0, 0)
+        if donate:
+            kwargs["donate_argnums"] = tuple(donate)
     mapped = mapping_fn(
         lane,
-        in_axes=(in_axes, *leaf_axes),
+        in_axes=([in_axes[k] for k in rw_index], [in_axes[k] for k in ro_index], *leaf_axes),
         out_axes=(
             out_axes,
             [*info.lane_written_axes, *info.created_axes],
@@ -85,14 +105,16 @@ def build_mapped_program(
         axis_name=axis_name,
         **kwargs,
     )
-    merge = merger(trace)
 
     def program(rw: list[Any], ro: list[Any], *dyn_leaves: Any) -> tuple[Any, list[Any]]:
-        state_values = merge(rw, ro)
         if lanes is not None:
             dyn_leaves = (*dyn_leaves, lanes)
-        keys_after = split_before_mapping(split_states, state_values, split_positions, size) if split_before else []
-        out, new_values, next_values = mapped(state_values, *dyn_leaves)
+        keys_after = []
+        if split_before and split_positions:
+            state_values = merge(rw, ro)
+            keys_after = split_before_mapping(split_states, state_values, split_positions, size)
+            rw, ro = [state_values[k] for k in rw_index], [state_values[k] for k in ro_index]
+        out, new_values, next_values = mapped(rw, ro, *dyn_leaves)
         return out, new_values + next_values + keys_after
 
     return program, hasattr(mapped, "lower")  # already compiled: jax.pmap

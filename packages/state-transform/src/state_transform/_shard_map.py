@@ -21,6 +21,7 @@ from state_core.engine import (
     jaxpr_evaluator,
     merger,
     mesh_type,
+    named,
     place_value,
 )
 
@@ -388,6 +389,7 @@ class ShardMapFunction(StatefulFunction):
             out, written, next_values = mapped(state_values, *dyn_leaves)
             return out, written + next_values
 
+        named(program, self.name)
         on_failure = None
         if split_positions:
 
@@ -397,6 +399,7 @@ class ShardMapFunction(StatefulFunction):
         lane_written = tuple(s for s, keep in zip(trace.out_states, mask, strict=True) if keep)
         return Program(
             run=jax.jit(program),
+            donating=self._donating(jax.jit, program, trace),
             write_back=lane_written + trace.created_states + split_states,
             on_failure=on_failure,
             prepare=_placer(trace.in_states, state_shardings, leaf_shardings),

@@ -1,0 +1,202 @@
+"""In place by default: when the buffer of a written State may be handed to XLA to reuse.
+
+A State owns its value. When a transformation writes a State and nothing but that
+State refers to the old value, the old buffer is *donated* to the program, which
+then updates it in place instead of allocating a second copy: the time and the
+peak memory of hand-written JAX with ``donate_argnums``. When anything else can
+still reach the value — a user variable, another State holding the same array,
+the same array passed as an argument or read as a read-only state of the same
+call, a value returned earlier, a container of the value the user kept — it is
+not donated, so no array a user can still reach is ever deleted.
+
+"Nothing else refers to it" is read from CPython's reference counts, on every
+node of the value's pytree, at the moment of the call. The counts the engine's
+own references add are measured once, at import, by running the same check on a
+stand-in value held the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from ._jax_internals import ArrayImpl, PRNGKeyArray, debugging_nans_or_infs
+
+__all__ = ["exclusively_held", "donation", "set_donation", "donation_enabled"]
+
+_rc = sys.getrefcount
+_ARRAY_TYPES: tuple[type, ...] = (ArrayImpl, PRNGKeyArray)
+# Leaves that are never donated and never shared in a way that matters: JAX turns
+# them into new device buffers at every call.
+_PLAIN_LEAVES = (int, float, complex, bool, type(None), np.ndarray, np.generic, str)
+
+
+def _children(node: Any) -> list[Any] | None:
+    """The children of a container JAX flattens the usual way, or None for other nodes."""
+    t = type(node)
+    if t is tuple or t is list or isinstance(node, tuple):  # NamedTuples (optax states) included
+        return list(node)
+    if t is dict:
+        return list(node.values())
+    return None
+
+
+def _check(rw: list[Any], top: int, inner: int, arrays: tuple[type, ...], seen: list[int] | None) -> bool:
+    """Whether every node of every value in ``rw`` has exactly the references the engine expects.
+
+    ``top``: the count of a value held by its State and by ``rw`` alone; ``inner``:
+    the count of a node held only by its parent container. With ``seen`` given,
+    records the counts instead of comparing (the calibration).
+    """
+    for value in rw:
+        count = _rc(value)
+        if seen is not None:
+            seen.append(count)
+        elif count != top:
+            return False
+        if type(value) in arrays:
+            continue
+        pending = _children(value)
+        if pending is None:
+            return False  # a pytree node we cannot see into: keep it
+        while pending:
+            node = pending.pop()
+            if type(node) in _PLAIN_LEAVES:
+                continue
+            count = _rc(node)
+            if seen is not None:
+                seen.append(count)
+            elif count != inner:
+                return False
+            if type(node) in arrays:
+                continue
+            kids = _children(node)
+            if kids is None:
+                return False
+            pending.extend(kids)
+            del kids  # a reference of its own to the next node's children would be counted
+    return True
+
+
+class _Probe:
+    """A stand-in array for the calibration (creating a real one would start the JAX backend)."""
+
+
+class _Holder:
+    """A stand-in State for the calibration."""
+
+    _value: Any
+
+
+def _calibrate() -> tuple[int, int]:
+    holder = _Holder()
+    holder.__dict__["_value"] = ([_Probe()], _Probe())
+    rw = [holder._value]  # as the runner holds it: the State's slot and the rw list
+    seen: list[int] = []
+    _check(rw, 0, 0, (_Probe,), seen)
+    top, *inner = seen
+    if len(set(inner)) != 1:  # every node below the top is held by its parent alone
+        raise RuntimeError(f"state_core could not calibrate reference counts (saw {seen}); please report it.")
+    return top, inner[0]
+
+
+_TOP, _INNER = _calibrate()
+
+
+def exclusively_held(rw: list[Any]) -> bool:
+    """True if nothing but its State (and the list ``rw``) refers to any part of any value in ``rw``.
+
+    ``rw`` holds the values of the states a program writes, read straight from the
+    states into this list (no other list, variable or argument of the caller may
+    hold them). A value that is a pytree counts as held elsewhere when any of its
+    containers or arrays is: a user who kept ``opt = opt_state.value`` keeps every
+    array in it.
+
+    Args:
+        rw: the written states' current values, one per state.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from state_core import State
+        >>> from state_core.engine import exclusively_held
+        >>> s = State(jnp.zeros(3))
+        >>> exclusively_held([s._value])
+        True
+        >>> kept = s.value
+        >>> exclusively_held([s._value])
+        False
+    """
+    return _check(rw, _TOP, _INNER, _ARRAY_TYPES, None)
+
+
+class _Switch(threading.local):
+    def __init__(self) -> None:
+        self.override: bool | None = None  # set by a donation(...) block in this thread
+
+
+_SWITCH = _Switch()
+_DEFAULT = [True]
+
+
+def set_donation(enabled: bool) -> None:
+    """Switch in-place updates of written States on or off for the whole process (default: on).
+
+    Args:
+        enabled: ``False`` never donates a written state's old buffer (every write
+            allocates a new one, as plain ``jax.jit`` without ``donate_argnums``).
+
+    Example:
+        >>> from state_core import donation_enabled, set_donation
+        >>> set_donation(False); donation_enabled()
+        False
+        >>> set_donation(True); donation_enabled()
+        True
+    """
+    if not isinstance(enabled, bool):
+        raise TypeError(f"set_donation: enabled must be a bool, got {type(enabled).__name__}.")
+    _DEFAULT[0] = enabled
+
+
+@contextlib.contextmanager
+def donation(enabled: bool) -> Iterator[None]:
+    """Switch in-place updates of written States on or off inside the block (this thread only).
+
+    Args:
+        enabled: ``False`` keeps every old buffer inside the block.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from state_core import State, donation
+        >>> from state_core.engine import exclusively_held
+        >>> with donation(False):
+        ...     pass  # transformations called here allocate new buffers for written states
+    """
+    if not isinstance(enabled, bool):
+        raise TypeError(f"donation: enabled must be a bool, got {type(enabled).__name__}.")
+    before = _SWITCH.override
+    _SWITCH.override = enabled
+    try:
+        yield
+    finally:
+        _SWITCH.override = before
+
+
+def donation_enabled() -> bool:
+    """Whether transformations donate the old buffers of written States here and now.
+
+    Off under ``jax_debug_nans`` / ``jax_debug_infs``: JAX then re-runs a program
+    that produced a NaN with the same inputs, which must still exist.
+
+    Example:
+        >>> from state_core import donation_enabled
+        >>> donation_enabled()
+        True
+    """
+    override = _SWITCH.override
+    enabled = _DEFAULT[0] if override is None else override
+    return enabled and not debugging_nans_or_infs()
