@@ -146,6 +146,9 @@ class StatefulMapping(StatefulFunction):
         keyword_axis: the axis every keyword argument is mapped over: 0 (the
             default, as in ``jax.vmap``) or None to pass keyword arguments
             unmapped, the same value to every lane (``state_nn.Map`` does this).
+        donate_states: update the states the function writes in place when nothing
+            but the State refers to the old value (the default); ``False`` always
+            allocates new buffers.
 
     States that the function reads, that no rule claims and that split across
     lanes (a ``state_random.RandomState`` holding a single key) give each lane its
@@ -189,10 +192,11 @@ class StatefulMapping(StatefulFunction):
         mapping_kwargs: dict[str, Any] | None = None,
         *,
         keyword_axis: int | None = 0,
+        donate_states: bool = True,
     ) -> None:
         if isinstance(fun, State):
             raise TypeError("StatefulMapping maps a callable, not a State; read the state inside a function.")
-        super().__init__(fun, static_argnums, static_argnames, name=name)
+        super().__init__(fun, static_argnums, static_argnames, name=name, donate_states=donate_states)
         if unexpected_out_state_mapping not in _POLICIES:
             raise ValueError(
                 f"unexpected_out_state_mapping must be one of {_POLICIES}, got {unexpected_out_state_mapping!r}."

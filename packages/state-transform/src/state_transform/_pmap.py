@@ -33,6 +33,7 @@ def pmap2(
     state_in_axes: Any = None,
     state_out_axes: Any = None,
     unexpected_out_state_mapping: str = "ignore",
+    donate_states: bool = True,
 ) -> StatefulMapping: ...
 @overload
 def pmap2(
@@ -49,6 +50,7 @@ def pmap2(
     state_in_axes: Any = None,
     state_out_axes: Any = None,
     unexpected_out_state_mapping: str = "ignore",
+    donate_states: bool = True,
 ) -> Callable[[Callable[..., Any]], StatefulMapping]: ...
 
 
@@ -66,6 +68,7 @@ def pmap2(
     state_in_axes: Any = None,
     state_out_axes: Any = None,
     unexpected_out_state_mapping: str = "ignore",
+    donate_states: bool = True,
 ) -> StatefulMapping | Callable[[Callable[..., Any]], StatefulMapping]:
     """Run ``fn`` in parallel on several devices like ``jax.pmap``, keeping its States consistent.
 
@@ -109,6 +112,9 @@ def pmap2(
             entry covers and whose new value differs between devices:
             ``'ignore'`` (default) gathers it on axis 0, ``'warn'`` the same with
             a warning, ``'raise'`` raises ``ValueError`` naming the state.
+        donate_states: Update the states the function writes in place: when
+            nothing but a State refers to its old value, the program reuses that
+            buffer (the default). ``False`` always allocates new buffers.
 
     Returns:
         A ``StatefulMapping`` (callable like ``fn``), or a decorator when ``fn``
@@ -148,6 +154,7 @@ def pmap2(
             state_in_axes=state_in_axes,
             state_out_axes=state_out_axes,
             unexpected_out_state_mapping=unexpected_out_state_mapping,
+            donate_states=donate_states,
         )
     no_mapped_args = in_axes is None or (
         isinstance(in_axes, (tuple, list)) and len(in_axes) > 0 and all(a is None for a in in_axes)
@@ -177,6 +184,7 @@ def pmap2(
         axis_name=axis_name,
         mapping_fn=jax.pmap,
         mapping_kwargs=mapping_kwargs,
+        donate_states=donate_states,
     )
     if devices is not None:
         mapping._device_limit = lambda: len(devices)

@@ -129,8 +129,11 @@ class ShardMapFunction(StatefulFunction):
         state_in_specs: Any = None,
         state_out_specs: Any = None,
         check_vma: bool = True,
+        donate_states: bool = True,
     ) -> None:
-        super().__init__(fun, name=f"shard_map({getattr(fun, '__name__', type(fun).__name__)})")
+        super().__init__(
+            fun, name=f"shard_map({getattr(fun, '__name__', type(fun).__name__)})", donate_states=donate_states
+        )
         if not isinstance(mesh, Mesh):
             raise TypeError(f"shard_map: mesh must be a jax.sharding.Mesh, got {type(mesh).__name__}.")
         self.mesh = mesh
@@ -459,6 +462,7 @@ def shard_map(
     state_in_specs: PartitionSpec | dict[Any, Any] | None = None,
     state_out_specs: PartitionSpec | dict[Any, Any] | None = None,
     check_vma: bool = True,
+    donate_states: bool = True,
 ) -> ShardMapFunction:
     """Map a stateful function over shards of data on a device mesh (SPMD), like ``jax.shard_map``.
 
@@ -500,6 +504,9 @@ def shard_map(
             ...) are traced with these types, so, as in JAX, the gradient of a
             replicated state with respect to a loss on sharded data is summed
             over the shards. ``False`` drops the types (and that sum).
+        donate_states: Update the states the function writes in place: when
+            nothing but a State refers to its old value, the program reuses that
+            buffer (the default). ``False`` always allocates new buffers.
 
     Returns:
         A ``ShardMapFunction``, callable with ``fun``'s positional arguments.
@@ -529,4 +536,4 @@ def shard_map(
         >>> float(buffer.value.sum()) == 2.0 * n
         True
     """
-    return ShardMapFunction(fun, mesh, in_specs, out_specs, state_in_specs, state_out_specs, check_vma)
+    return ShardMapFunction(fun, mesh, in_specs, out_specs, state_in_specs, state_out_specs, check_vma, donate_states)

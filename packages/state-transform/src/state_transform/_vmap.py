@@ -26,6 +26,7 @@ def vmap2(
     state_in_axes: Any = None,
     state_out_axes: Any = None,
     unexpected_out_state_mapping: str = "ignore",
+    donate_states: bool = True,
 ) -> StatefulMapping: ...
 @overload
 def vmap2(
@@ -39,6 +40,7 @@ def vmap2(
     state_in_axes: Any = None,
     state_out_axes: Any = None,
     unexpected_out_state_mapping: str = "ignore",
+    donate_states: bool = True,
 ) -> Callable[[Callable[..., Any]], StatefulMapping]: ...
 
 
@@ -53,6 +55,7 @@ def vmap2(
     state_in_axes: Any = None,
     state_out_axes: Any = None,
     unexpected_out_state_mapping: str = "ignore",
+    donate_states: bool = True,
 ) -> StatefulMapping | Callable[[Callable[..., Any]], StatefulMapping]:
     """Vectorise ``fn`` over an axis like ``jax.vmap``, keeping its States consistent.
 
@@ -99,6 +102,9 @@ def vmap2(
             the same with a warning, ``'raise'`` raises ``ValueError`` naming
             the state. A value that is the same on every lane is written back
             unchanged in every mode.
+        donate_states: Update the states the function writes in place: when
+            nothing but a State refers to its old value, the program reuses that
+            buffer (the default). ``False`` always allocates new buffers.
 
     Returns:
         A ``StatefulMapping`` (callable like ``fn``), or, when ``fn`` is
@@ -134,6 +140,7 @@ def vmap2(
             state_in_axes=state_in_axes,
             state_out_axes=state_out_axes,
             unexpected_out_state_mapping=unexpected_out_state_mapping,
+            donate_states=donate_states,
         )
     mapping_kwargs = {} if spmd_axis_name is None else {"spmd_axis_name": spmd_axis_name}
     return StatefulMapping(
@@ -147,4 +154,5 @@ def vmap2(
         axis_name=axis_name,
         mapping_fn=jax.vmap,
         mapping_kwargs=mapping_kwargs,
+        donate_states=donate_states,
     )
