@@ -69,7 +69,7 @@ class _CheckpointedLoop(ControlFlow):
                 y = out
             buffers = jax.tree.map(lambda buf, v: buf.at[i].set(v), buffers, y)
             if report is not None:
-                report(i)
+                report(i, user_carry, y)
             return i + 1, user_carry, carry.outputs(body, written, states), buffers
 
         def skip(state: tuple[Any, ...], n: int) -> tuple[Any, ...]:
@@ -184,7 +184,7 @@ def checkpointed_for_loop(
         ...         return v.value
         ...     return checkpointed_for_loop(step, jnp.ones(3)).sum()
         >>> grad(simulate, grad_states=w)()  # d/dw of 1 + (w + 1) + (w**2 + w + 1)
-        Array(3.8, dtype=float32)
+        Array(3.8, dtype=float32, weak_type=True)
     """
     n = _loop_length(xs, length, "checkpointed_for_loop")
     bar = _checked(n, base, progress_bar if progress_bar is not None else pbar, "checkpointed_for_loop")

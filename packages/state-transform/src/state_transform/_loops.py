@@ -131,7 +131,7 @@ class _ScanLoop(ControlFlow):
             else:
                 user_carry, y = out, None
             if report is not None:
-                report(i)
+                report(i, user_carry, y)
             return (i + 1, user_carry, new_states), y
 
         start = (jnp.zeros((), jnp.int32), init, carried)
