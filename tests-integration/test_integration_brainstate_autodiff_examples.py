@@ -29,6 +29,7 @@ def test_example_013_vjp_reverse_mode():
 
     x = jnp.array([1.0, 2.0, 3.0])
     out, vjp_fn = state_transform.vjp(f, x)
+    assert_allclose(out, 14.0)
     assert_allclose(vjp_fn(1.0), jax.grad(f)(x))
 
     w = state_core.ParamState(jnp.array([2.0, 3.0]))
@@ -91,7 +92,7 @@ def test_example_013_vjp_reverse_mode():
         return jnp.mean((xs @ slope.value + intercept.value - ys) ** 2)
 
     for _ in range(201):
-        loss, back = state_transform.vjp(mse, grad_states=[slope, intercept])
+        _, back = state_transform.vjp(mse, grad_states=[slope, intercept])
         g_slope, g_intercept = back(1.0)
         slope.value = slope.value - 0.5 * g_slope
         intercept.value = intercept.value - 0.5 * g_intercept
@@ -182,5 +183,5 @@ def test_example_010_mnist_fwd_grad_train_step():
     assert_allclose(first_loss, before, rtol=1e-5)
     assert 0.0 <= float(first_acc) <= 1.0
     for _ in range(60):
-        loss, acc = train((xs, ys))
+        loss, _ = train((xs, ys))
     assert float(loss) < 0.8 * before  # the forward-mode estimate trains the model

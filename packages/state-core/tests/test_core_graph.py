@@ -115,7 +115,7 @@ def test_update_states_nested_flat_and_atomic():
     assert_allclose(model.layers[1].w.value, saved["layers"][1]["w"])
     assert int(model.count.value) == 5
     before = treefy_states(model)
-    with pytest.raises(KeyError, match="no state at layers.0.bias"):
+    with pytest.raises(KeyError, match=r"no state at layers\.0\.bias"):
         update_states(model, {"layers": {0: {"bias": jnp.ones(4)}}, "count": jnp.array(9)})
     with pytest.raises(ValueError):
         update_states(model, {"count": jnp.array(1), "layers": {0: {"w": {"a": jnp.ones(3)}}}})

@@ -33,7 +33,11 @@ def _newton_sqrt(a):
 def test_bounded_while_matches_while_loop(base):
     a = jnp.float32(7.0)
     x, n = bounded_while_loop(
-        lambda c: jnp.abs(c[0] * c[0] - a) > 1e-6, lambda c: (0.5 * (c[0] + a / c[0]), c[1] + 1), (1.0, 0), max_steps=50, base=base
+        lambda c: jnp.abs(c[0] * c[0] - a) > 1e-6,
+        lambda c: (0.5 * (c[0] + a / c[0]), c[1] + 1),
+        (1.0, 0),
+        max_steps=50,
+        base=base,
     )
     ref_x, ref_n = _newton_sqrt(a)
     assert_allclose(x, ref_x)
@@ -111,7 +115,9 @@ def test_bounded_while_cond_reads_states_and_checks():
 
 
 def test_bounded_while_under_vmap_keeps_each_lane():
-    out = vmap2(lambda lim: bounded_while_loop(lambda v: v < lim, lambda v: v + 1, 0, max_steps=16))(jnp.array([2, 5, 9]))
+    out = vmap2(lambda lim: bounded_while_loop(lambda v: v < lim, lambda v: v + 1, 0, max_steps=16))(
+        jnp.array([2, 5, 9])
+    )
     assert_allclose(out, [2, 5, 9])
 
 
@@ -156,7 +162,7 @@ def test_checkpointed_scan_gradient_matches_hand_written_and_remats():
             total = total + c**2
         return c + total
 
-    ckpt = lambda f, init, xs: checkpointed_scan(f, init, xs, base=4)  # noqa: E731
+    ckpt = lambda f, init, xs: checkpointed_scan(f, init, xs, base=4)
     assert_allclose(jax.grad(lambda w: simulate(w, xs, ckpt))(0.7), jax.grad(hand_written)(0.7), rtol=1e-5)
     jaxpr = str(jax.make_jaxpr(jax.grad(lambda w: simulate(w, xs, ckpt)))(0.7))
     assert "checkpoint" in jaxpr or "remat" in jaxpr

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import pytest
 
 from state_core import State
-from state_transform import ProgressBar, fori_loop, for_loop, scan
+from state_transform import ProgressBar, for_loop, fori_loop, scan
 
 
 def test_desc_function_sees_step_carry_and_output():

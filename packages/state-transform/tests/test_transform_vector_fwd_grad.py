@@ -41,6 +41,7 @@ def test_vector_grad_layouts_with_states():
     assert_allclose(out, value, rtol=1e-6)
     assert_allclose(aux["sum"], value.sum(), rtol=1e-6)
     g, a = vector_grad(model, grad_states=w, has_aux=True)(x)
+    assert_allclose(a["sum"], value.sum(), rtol=1e-6)
     assert_allclose(g, ref_w, rtol=1e-6)
     assert int(hits.value) == 2
 
@@ -69,7 +70,9 @@ def _reference_fwd_grad(f, primals, key, n=None, clip=None):
     leaves, treedef = jax.tree.flatten(primals)
     keys = jax.random.split(key, len(leaves))
     lead = () if n is None else (n,)
-    v = jax.tree.unflatten(treedef, [jax.random.normal(k, lead + x.shape, x.dtype) for k, x in zip(keys, leaves)])
+    v = jax.tree.unflatten(
+        treedef, [jax.random.normal(k, lead + x.shape, x.dtype) for k, x in zip(keys, leaves, strict=True)]
+    )
 
     def one(t):
         slope = jax.jvp(f, (primals,), (t,))[1]

@@ -68,7 +68,9 @@ def _check_steps(max_steps: Any, base: Any, who: str) -> tuple[int, int]:
     try:
         max_steps = operator.index(max_steps)
     except TypeError:
-        raise TypeError(f"{who}: max_steps must be an int known at trace time, got {type(max_steps).__name__}.") from None
+        raise TypeError(
+            f"{who}: max_steps must be an int known at trace time, got {type(max_steps).__name__}."
+        ) from None
     if max_steps < 0:
         raise ValueError(f"{who}: max_steps must be >= 0, got {max_steps}.")
     if isinstance(base, bool) or not isinstance(base, int) or base < 2:

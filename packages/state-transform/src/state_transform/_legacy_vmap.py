@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -109,25 +108,20 @@ def vmap(
                     f"vmap: {s.describe()} is mapped on axis {axis} in in_states but on axis "
                     f"{out_axis[id(s)]} in out_states; declare it on one axis."
                 )
-    if fn is None:
-        return functools.partial(
-            vmap,
-            in_axes=in_axes,
+    state_in_axes = {axis: list(group) for axis, group in state_in.items() if group} or None
+    state_out_axes = {axis: list(group) for axis, group in state_out.items() if group} or None
+
+    def mapped(f: Callable[..., Any]) -> StatefulMapping:
+        return vmap2(
+            f,
+            in_axes=tuple(in_axes) if isinstance(in_axes, list) else in_axes,
             out_axes=out_axes,
             axis_name=axis_name,
             axis_size=axis_size,
             spmd_axis_name=spmd_axis_name,
-            in_states=in_states,
-            out_states=out_states,
+            state_in_axes=state_in_axes,
+            state_out_axes=state_out_axes,
+            unexpected_out_state_mapping="raise",
         )
-    return vmap2(
-        fn,
-        in_axes=tuple(in_axes) if isinstance(in_axes, list) else in_axes,
-        out_axes=out_axes,
-        axis_name=axis_name,
-        axis_size=axis_size,
-        spmd_axis_name=spmd_axis_name,
-        state_in_axes={axis: list(group) for axis, group in state_in.items() if group} or None,
-        state_out_axes={axis: list(group) for axis, group in state_out.items() if group} or None,
-        unexpected_out_state_mapping="raise",
-    )
+
+    return mapped if fn is None else mapped(fn)

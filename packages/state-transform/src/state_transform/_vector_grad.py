@@ -84,7 +84,9 @@ def vector_grad(
     """
     aux = bool(has_aux)
     if func is None:
-        return functools.partial(vector_grad, grad_states=grad_states, argnums=argnums, return_value=return_value, has_aux=aux)
+        return functools.partial(
+            vector_grad, grad_states=grad_states, argnums=argnums, return_value=return_value, has_aux=aux
+        )
     return _VectorGrad(func, grad_states, argnums, return_value, aux)
 
 
@@ -158,10 +160,7 @@ class _FwdGrad(StateDerivative):
         lead = () if self.tangent_size is None else (self.tangent_size,)
         tangents = jax.tree.unflatten(
             treedef,
-            [
-                jax.random.normal(k, lead + jnp.shape(x), jnp.result_type(x))
-                for k, x in zip(keys, leaves, strict=False)
-            ],
+            [jax.random.normal(k, lead + jnp.shape(x), jnp.result_type(x)) for k, x in zip(keys, leaves, strict=False)],
         )
 
         def directional(t: Any) -> tuple[Any, Any, Any]:
@@ -182,7 +181,9 @@ class _FwdGrad(StateDerivative):
             # The value, aux and writes do not depend on the tangent: take those of the first one.
             values, slopes, extras = jax.vmap(directional)(tangents)
             value, (aux, written) = jax.tree.map(lambda x: x[0], (values, extras))
-            estimate = jax.tree.map(lambda v: jnp.mean(v * slopes.reshape((-1,) + (1,) * (v.ndim - 1)), axis=0), tangents)
+            estimate = jax.tree.map(
+                lambda v: jnp.mean(v * slopes.reshape((-1,) + (1,) * (v.ndim - 1)), axis=0), tangents
+            )
         problem.write(written)
         g_states, g_args = estimate
         return self.layout(g_states, g_args, value, aux)

@@ -161,6 +161,7 @@ def jvp(fun: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]
     if not isinstance(tangents, (tuple, list)):
         raise TypeError(f"jvp: tangents must be a tuple or list matching primals, got {type(tangents).__name__}.")
     if len(primals) != len(tangents):
-        raise ValueError(f"jvp: got {len(primals)} primal(s) but {len(tangents)} tangent(s); give one tangent per primal.")
+        raise ValueError(
+            f"jvp: got {len(primals)} primal(s) but {len(tangents)} tangent(s); give one tangent per primal."
+        )
     return _JVP(fun, has_aux)(tuple(primals), tuple(tangents))
-
