@@ -110,6 +110,11 @@ class GraphDef:
     It holds a copy of the object with every State replaced by an empty slot of
     the same class, name and tags (arrays that are plain attributes are shared,
     not copied). It is a static pytree, so it may be passed to ``jax.jit``.
+    ``treefy_split`` makes it; there is no need to build one directly.
+
+    Args:
+        node: the object whose structure is kept.
+        found: its States by path (``collect_states(node)``), each to become a slot.
 
     Attributes:
         paths: the path of every State of the object, in discovery order.
@@ -139,7 +144,14 @@ class GraphDef:
         self.paths: tuple[Path, ...] = tuple(found)
 
     def build(self, values: list[Any]) -> Any:
-        """A new object of this structure whose States (new ones) hold ``values`` (one per path)."""
+        """A new object of this structure whose States (new ones) hold ``values``.
+
+        Args:
+            values: one value per entry of ``paths``, in that order.
+
+        Returns:
+            The new object (``treefy_merge`` finds the values by path and calls this).
+        """
         memo: dict[int, Any] = {id(obj): obj for obj in self._shared}
         for (_, shell), value in zip(self._slots, values, strict=True):
             memo[id(shell)] = shell._clone(value)
