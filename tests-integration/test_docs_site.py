@@ -46,6 +46,7 @@ API_MODULES = (
     "state_core.filter",
     "state_core.environ",
     "state_core.units",
+    "state_core.graph",
     "state_core.engine",
     "state_random",
     "state_transform",

@@ -17,7 +17,7 @@ Example:
     Array(3., dtype=float32)
 """
 
-from . import engine, environ, filter, units
+from . import engine, environ, filter, graph, units
 from .__about__ import __version__
 from ._cache import clear_caches
 from ._collection import StateDict, collect_states, states_of_callable
@@ -44,6 +44,7 @@ from ._trace import NewStateCatcher, StateTraceStack, active_trace_stacks, catch
 __all__ = [
     "__version__",
     "filter",
+    "graph",
     "engine",
     "environ",
     "units",

@@ -23,9 +23,12 @@ from state_core import clear_caches
 from state_core.engine import hide_library_frames
 
 from .__about__ import __version__
+from ._bounded_while import bounded_while_loop
+from ._checkpointed import checkpointed_for_loop, checkpointed_scan
 from ._conditions import cond, ifelse, switch
 from ._grad import GradFunction, grad
 from ._jit import JittedFunction, jit
+from ._legacy_vmap import vmap
 from ._loops import for_loop, fori_loop, map, scan, while_loop
 from ._mapping import StatefulMapping
 from ._new_states import pmap2_new_states, vmap2_new_states
@@ -34,12 +37,15 @@ from ._progress import ProgressBar
 from ._remat import RematFunction, checkpoint, remat
 from ._shard_map import ShardMapFunction, shard_map
 from ._value_and_grad import JacobianFunction, ValueAndGradFunction, hessian, jacfwd, jacrev, value_and_grad
+from ._vector_grad import fwd_grad, vector_grad
+from ._vjp_jvp import jvp, vjp
 from ._vmap import vmap2
 
 __all__ = [
     "__version__",
     "StatefulMapping",
     "vmap2",
+    "vmap",
     "pmap2",
     "vmap2_new_states",
     "pmap2_new_states",
@@ -54,6 +60,9 @@ __all__ = [
     "for_loop",
     "fori_loop",
     "while_loop",
+    "bounded_while_loop",
+    "checkpointed_scan",
+    "checkpointed_for_loop",
     "map",
     "cond",
     "switch",
@@ -67,6 +76,10 @@ __all__ = [
     "jacfwd",
     "hessian",
     "JacobianFunction",
+    "vector_grad",
+    "fwd_grad",
+    "vjp",
+    "jvp",
     "ProgressBar",
     "clear_caches",
 ]

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from state_core.engine import jaxpr_evaluator
+from state_core.engine import Trace, jaxpr_evaluator
 
 from ._control_flow import Carry, ControlFlow, check_body, jit_disabled, slice_spec
 from ._progress import ProgressBar, as_progress_bar, progress_reporter
@@ -131,7 +131,7 @@ class _ScanLoop(ControlFlow):
             else:
                 user_carry, y = out, None
             if report is not None:
-                report(i)
+                report(i, user_carry, y)
             return (i + 1, user_carry, new_states), y
 
         start = (jnp.zeros((), jnp.int32), init, carried)
@@ -325,6 +325,24 @@ def _int_bound(x: Any, what: str) -> int | None:
     return int(x)
 
 
+def check_cond_trace(cond_trace: Trace, who: str) -> None:
+    """Raise unless a traced ``cond_fun`` returns a boolean scalar and writes no state.
+
+    Raises:
+        ValueError: ``cond_fun`` writes a state (the message names it).
+        TypeError: ``cond_fun`` does not return a boolean scalar.
+    """
+    if cond_trace.out_states:
+        names = ", ".join(s.describe() for s in cond_trace.out_states)
+        raise ValueError(
+            f"{who}: cond_fun writes {names}. The loop condition may read states but not write "
+            "them; move the write into body_fun."
+        )
+    shapes = jax.tree.leaves(cond_trace.out_shapes)
+    if len(shapes) != 1 or shapes[0].shape != () or shapes[0].dtype != jnp.bool_:
+        raise TypeError(f"{who}: cond_fun must return a boolean scalar, got {cond_trace.out_shapes}.")
+
+
 class _WhileLoop(ControlFlow):
     """``while_loop`` (``kind='while'``, called with ``(init,)``) or ``fori_loop`` with traced
     bounds (``kind='fori'``, called with ``(init, lower, upper)``): one ``lax.while_loop``."""
@@ -343,15 +361,7 @@ class _WhileLoop(ControlFlow):
             calls = [body]
         else:
             cond_trace = self.trace_body(1, (init,))
-            if cond_trace.out_states:
-                names = ", ".join(s.describe() for s in cond_trace.out_states)
-                raise ValueError(
-                    f"{who}: cond_fun writes {names}. The loop condition may read states but not write "
-                    "them; move the write into body_fun."
-                )
-            shapes = jax.tree.leaves(cond_trace.out_shapes)
-            if len(shapes) != 1 or shapes[0].shape != () or shapes[0].dtype != jnp.bool_:
-                raise TypeError(f"{who}: cond_fun must return a boolean scalar, got {cond_trace.out_shapes}.")
+            check_cond_trace(cond_trace, who)
             body = self.trace_body(0, (init,))
             calls = [body, cond_trace]
         carry = Carry([body], calls)

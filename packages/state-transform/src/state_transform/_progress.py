@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 __all__ = ["ProgressBar", "as_progress_bar"]
 
@@ -25,11 +27,21 @@ class ProgressBar:
     ``jax.debug.callback`` that fires only every ``freq`` steps, so a long loop
     pays for a few dozen host calls, not one per step.
 
+    The label may follow the loop: ``desc=(format, fn)`` calls ``fn`` inside the
+    loop, at every refresh, with ``{'i': step, 'carry': carry, 'y': y}`` (the
+    0-based step, the loop carry after the step -- None for ``for_loop`` -- and the
+    step's output); ``fn`` returns a dict of arrays, and the label becomes
+    ``format.format(**that dict)`` (0-d arrays are formatted as Python numbers).
+
     Args:
         freq: steps between refreshes; ``None`` refreshes about ``count`` times per loop.
-        desc: the bar's label.
+        desc: the bar's label: a string, or a ``(format string, fn)`` pair as above.
         count: the number of refreshes per loop when ``freq`` is ``None`` (``None``: 20).
         **tqdm_kwargs: passed to ``tqdm.tqdm`` (``leave``, ``file``, ``ncols``, ...).
+
+    Raises:
+        TypeError: ``desc`` is neither a string nor a ``(str, callable)`` pair.
+        ValueError: ``desc`` is a sequence of another length; a bad ``freq`` / ``count``.
 
     Example:
         >>> import io
@@ -44,12 +56,24 @@ class ProgressBar:
         >>> ys = for_loop(step, jnp.arange(100.), progress_bar=ProgressBar(freq=10, file=out))
         >>> float(v.value), '100/100' in out.getvalue()
         (4950.0, True)
+
+        A label computed from the loop:
+
+        >>> bar = ProgressBar(freq=50, file=out, desc=('t={i} v={v:.0f}', lambda d: {'i': d['i'], 'v': d['y']}))
+        >>> ys = for_loop(step, jnp.arange(100.), progress_bar=bar)
+        >>> import jax; jax.effects_barrier()
+        >>> 't=99 v=9900' in out.getvalue()
+        True
     """
 
     __module__ = "state_transform"
 
     def __init__(
-        self, freq: int | None = None, desc: str | None = None, count: int | None = 20, **tqdm_kwargs: Any
+        self,
+        freq: int | None = None,
+        desc: str | tuple[str, Callable[[dict[str, Any]], dict[str, Any]]] | None = None,
+        count: int | None = 20,
+        **tqdm_kwargs: Any,
     ) -> None:
         count = 20 if count is None else count
         if freq is not None and (not isinstance(freq, int) or isinstance(freq, bool) or freq < 1):
@@ -57,7 +81,7 @@ class ProgressBar:
         if not isinstance(count, int) or count < 1:
             raise ValueError(f"ProgressBar: count must be a positive int, got {count!r}.")
         self.freq = freq
-        self.desc = desc
+        self.desc = _check_desc(desc)
         self.count = count
         self.tqdm_kwargs = tqdm_kwargs
 
@@ -92,6 +116,24 @@ class ProgressBar:
 
     def __repr__(self) -> str:
         return f"ProgressBar(freq={self.freq}, desc={self.desc!r})"
+
+
+def _check_desc(desc: Any) -> Any:
+    """``desc`` as stored: None, a string, or a ``(format, fn)`` tuple."""
+    if desc is None or isinstance(desc, str):
+        return desc
+    if not isinstance(desc, (tuple, list)):
+        raise TypeError(
+            f"ProgressBar: desc must be a string or a (format string, function) pair, got {type(desc).__name__}."
+        )
+    if len(desc) != 2:
+        raise ValueError(f"ProgressBar: desc must be a (format string, function) pair, got {len(desc)} item(s).")
+    fmt, fn = desc
+    if not isinstance(fmt, str):
+        raise TypeError(f"ProgressBar: the first item of desc must be a format string, got {type(fmt).__name__}.")
+    if not callable(fn):
+        raise TypeError(f"ProgressBar: the second item of desc must be a function, got {type(fn).__name__}.")
+    return (fmt, fn)
 
 
 def _keyed(value: Any) -> Any:
@@ -148,11 +190,25 @@ class _HostBar:
         self.bar: Any = None
         self.lock = threading.Lock()
 
+    def open_bar(self) -> None:
+        """Open the bar if it is not open (the caller holds the lock)."""
+        if self.bar is None:
+            desc = self.spec.desc if isinstance(self.spec.desc, str) else None
+            self.bar = self.tqdm(total=self.length, desc=desc, **self.spec.tqdm_kwargs)
+
+    def report_described(self, done: Any, data: dict[str, Any]) -> None:
+        """Set the label from the ``(format, fn)`` description's ``data``, then ``report(done)``."""
+        fmt = self.spec.desc[0]
+        values = {k: v.item() if np.ndim(v) == 0 else v for k, v in data.items()}
+        with self.lock:
+            self.open_bar()
+            self.bar.set_description(fmt.format(**values), refresh=False)
+        self.report(done)
+
     def report(self, done: Any) -> None:
         done = int(done)
         with self.lock:
-            if self.bar is None:
-                self.bar = self.tqdm(total=self.length, desc=self.spec.desc, **self.spec.tqdm_kwargs)
+            self.open_bar()
             # Under vmap every lane reports the same step: only move forward.
             if done > self.bar.n:
                 self.bar.update(done - self.bar.n)
@@ -162,7 +218,10 @@ class _HostBar:
 
 
 def progress_reporter(spec: ProgressBar, length: int) -> Any:
-    """A function ``report(step)`` for use inside a loop body (``step`` counts from 0).
+    """A function ``report(step, carry=None, y=None)`` for use inside a loop body (``step`` counts from 0).
+
+    ``carry`` (the loop carry after the step) and ``y`` (the step's output) feed a
+    ``(format, fn)`` description.
 
     Args:
         spec: the bar's settings.
@@ -174,15 +233,25 @@ def progress_reporter(spec: ProgressBar, length: int) -> Any:
     """
     host = _HostBar(spec, length)
     every = spec.interval(length)
+    describe = spec.desc[1] if isinstance(spec.desc, tuple) else None
 
-    def report(step: jax.Array) -> None:
+    def report(step: jax.Array, carry: Any = None, y: Any = None) -> None:
         done = step + 1
         due = jnp.logical_or(done % every == 0, done == length)
+        if describe is None:
+            jax.lax.cond(due, lambda d: jax.debug.callback(host.report, d, ordered=True), lambda d: None, done)
+            return
+        data = describe({"i": step, "carry": carry, "y": y})
+        if not isinstance(data, dict):
+            raise TypeError(
+                f"ProgressBar: the desc function must return a dict of format arguments, got {type(data).__name__}."
+            )
         jax.lax.cond(
             due,
-            lambda d: jax.debug.callback(host.report, d, ordered=True),
-            lambda d: None,
+            lambda d, x: jax.debug.callback(host.report_described, d, x, ordered=True),
+            lambda d, x: None,
             done,
+            data,
         )
 
     return report
