@@ -22,6 +22,7 @@ from .__about__ import __version__
 from ._cache import clear_caches
 from ._collection import StateDict, collect_states, states_of_callable
 from ._errors import BatchAxisError, StateError, StateLeakError
+from ._hidden_group import HiddenGroupState, HiddenTreeState
 from ._introspection import make_jaxpr
 from ._jax_internals import hide_library_frames
 from ._pretty import format_value
@@ -51,6 +52,8 @@ __all__ = [
     "LongTermState",
     "ParamState",
     "HiddenState",
+    "HiddenGroupState",
+    "HiddenTreeState",
     "StateError",
     "StateLeakError",
     "BatchAxisError",

@@ -368,6 +368,8 @@ class UniformNormalSamplers:
             key: draw with this key (a typed key, raw ``uint32[2]`` key data or an int seed) instead of splitting the
                 stream's own; the stream is then left unchanged.
             dtype: a floating dtype for the samples; None: JAX's default float (float32 unless x64 is enabled).
+            check_valid: what an invalid host ``cov`` does: ``'raise'``, ``'warn'`` or ``'ignore'``.
+            tol: the tolerance of the symmetric positive semi-definite check.
 
         Example:
             >>> import jax.numpy as jnp
