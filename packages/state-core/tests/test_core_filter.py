@@ -182,3 +182,24 @@ def test_bad_input_inside_combinator_is_rejected():
         Any(ParamState, 3)
     with pytest.raises(TypeError, match="as a state filter"):
         OfType(ParamState) & 3.0
+
+
+@pytest.mark.parametrize(
+    "flt, field",
+    [
+        (OfType(ParamState), "type"),
+        (WithTag("fast"), "tag"),
+        (PathContains("dec"), "key"),
+        (Any(ParamState, "fast"), "filters"),
+        (All(ParamState, "fast"), "filters"),
+        (Not(ParamState), "filter"),
+    ],
+)
+def test_filters_are_immutable(flt, field):
+    before, key = getattr(flt, field), hash(flt)
+    with pytest.raises(AttributeError, match=f"immutable; build a new filter instead of changing `{field}`"):
+        setattr(flt, field, "other")
+    with pytest.raises(AttributeError, match="immutable; cannot delete"):
+        delattr(flt, field)
+    assert getattr(flt, field) == before
+    assert hash(flt) == key

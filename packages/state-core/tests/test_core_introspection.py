@@ -171,9 +171,18 @@ def test_make_jaxpr_returns_jaxpr_and_states_and_retraces():
     s.value = jnp.zeros(5)
     jaxpr2, _ = maker(1.0)  # traced afresh: sees the new shapes
     assert [str(v.aval) for v in jaxpr2.jaxpr.invars] == ["float32[5]", "float32[5]", "~float32[]"]
-    _jaxpr3, shapes, states3 = make_jaxpr(f, return_shape=True)(jnp.ones(5, jnp.int32))
+    _jaxpr3, states3, shapes = make_jaxpr(f, return_shape=True)(jnp.ones(5, jnp.int32))
     assert shapes.shape == (5,) and shapes.dtype == jnp.int32 and states3 == (s, r)
     assert_allclose(s.value, jnp.zeros(5))  # nothing ran
+
+
+def test_make_jaxpr_names_the_traced_function():
+    def my_step(x):
+        return x * 2
+
+    maker = make_jaxpr(my_step)
+    assert maker.__name__ == "make_jaxpr(my_step)"
+    assert maker.__qualname__ == "make_jaxpr(test_make_jaxpr_names_the_traced_function.<locals>.my_step)"
 
 
 def test_make_jaxpr_static_arguments():

@@ -242,6 +242,7 @@ def test_public_classes_live_in_state_nn():
         "L2Reg",
         "Dynamics",
         "Prefetch",
+        "EnvironContext",
     }
     for name in names:
         assert getattr(state_nn, name).__module__ == "state_nn"

@@ -54,6 +54,19 @@ def test_in_and_out_size_are_tuples():
     assert layer.weight.value.shape == (3, 5)
 
 
+def test_numpy_integer_sizes_become_int_tuples():
+    m = state_nn.Module()
+    m.in_size = np.array(4)  # e.g. np.prod(shape)
+    m.out_size = np.int32(6)
+    assert m.in_size == (4,) and m.out_size == (6,)
+    assert type(m.in_size[0]) is int and type(m.out_size[0]) is int
+    with pytest.raises(TypeError, match=r"Module.in_size must be an int or a tuple of ints, got ndarray array\(3\.\)"):
+        m.in_size = np.array(3.0)
+    with pytest.raises(TypeError, match=r"Module.out_size must be an int or a tuple of ints, got ndarray"):
+        m.out_size = np.array([2, 3])
+    assert m.in_size == (4,) and m.out_size == (6,)
+
+
 def test_bad_sizes_are_rejected_by_name():
     m = state_nn.Module()
     with pytest.raises(TypeError, match=r"Module.in_size must be an int or a tuple of ints, got str 'x'"):

@@ -246,7 +246,9 @@ def test_parameters_and_param_modules():
 
     net = Net()
     assert list(net.named_parameters()) == [("scale",), ("tau", "val"), ("fc", "weight"), ("fc", "bias")]
-    assert list(net.named_parameters(recurse=False)) == [("scale",)]
+    # a Param held directly is one of the module's own parameters; Linear's are not
+    assert list(net.named_parameters(recurse=False)) == [("scale",), ("tau", "val")]
+    assert net.parameters(recurse=False) == [net.scale, net.tau.val]
     assert net.parameters()[0] is net.scale
     npt.assert_allclose(
         [float(jnp.sum(p.value)) for p in net.parameters()], [2.0, float(np.log(np.expm1(1.0))), 1.0, 0.0], rtol=1e-6

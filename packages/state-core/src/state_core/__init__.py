@@ -23,6 +23,7 @@ from ._cache import clear_caches
 from ._collection import StateDict, collect_states, states_of_callable
 from ._donation import donation, donation_enabled, set_donation
 from ._errors import BatchAxisError, StateError, StateLeakError
+from ._hidden_group import HiddenGroupState, HiddenTreeState
 from ._introspection import make_jaxpr
 from ._jax_internals import hide_library_frames
 from ._pretty import format_value
@@ -53,6 +54,8 @@ __all__ = [
     "LongTermState",
     "ParamState",
     "HiddenState",
+    "HiddenGroupState",
+    "HiddenTreeState",
     "StateError",
     "StateLeakError",
     "BatchAxisError",

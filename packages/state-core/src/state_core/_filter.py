@@ -51,7 +51,8 @@ FilterLike = Union[
 class Filter:
     """Base class of the filters: a hashable, comparable predicate ``f(path, state) -> bool``.
 
-    Filters combine with ``&``, ``|`` and ``~``.
+    Filters combine with ``&``, ``|`` and ``~``. They are immutable: assigning to
+    a field of a built filter raises ``AttributeError``.
 
     Example:
         >>> from state_core import ParamState, ShortTermState
@@ -68,6 +69,18 @@ class Filter:
 
     def _key(self) -> tuple[typing.Any, ...]:
         raise NotImplementedError  # pragma: no cover - abstract
+
+    def __setattr__(self, name: str, value: typing.Any) -> None:
+        # Filters are hashable (dict keys of state_in_axes, cache keys of traced
+        # programs), so a filter never changes once built: only __init__ sets fields.
+        if name in self.__dict__:
+            raise AttributeError(
+                f"{type(self).__name__} filters are immutable; build a new filter instead of changing `{name}`."
+            )
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"{type(self).__name__} filters are immutable; cannot delete `{name}`.")
 
     def __eq__(self, other: object) -> bool:
         return type(self) is type(other) and self._key() == other._key()

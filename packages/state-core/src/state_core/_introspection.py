@@ -398,7 +398,8 @@ def make_jaxpr(
 
     Returns a function that, given example arguments, traces ``fun`` afresh (so a
     state whose shape changed is seen as it is now) and returns ``(jaxpr, states)``
-    or, with ``return_shape=True``, ``(jaxpr, out_shapes, states)``. The jaxpr takes
+    or, with ``return_shape=True``, ``(jaxpr, states, out_shapes)`` (brainstate's
+    order: the shapes come last, as in ``jax.make_jaxpr``). The jaxpr takes
     ``(values of the states read before any write..., argument leaves...)`` and
     returns ``(output leaves..., new values of the written states...)``; ``states``
     lists every state accessed, in first-access order. No state changes.
@@ -435,8 +436,10 @@ def make_jaxpr(
         call = stateful.trace(*args, **kwargs)
         states = tuple(call.states)
         if return_shape:
-            return call.closed_jaxpr, call.out_shapes, states
+            return call.closed_jaxpr, states, call.out_shapes
         return call.closed_jaxpr, states
 
-    make.__name__ = f"make_jaxpr({getattr(fun, '__name__', type(fun).__name__)})"
+    label = getattr(fun, "__name__", type(fun).__name__)
+    make.__name__ = f"make_jaxpr({label})"
+    make.__qualname__ = f"make_jaxpr({getattr(fun, '__qualname__', label)})"
     return make

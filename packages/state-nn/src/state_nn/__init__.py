@@ -64,6 +64,7 @@ from ._dynamics import (
     receive_update_input,
     receive_update_output,
 )
+from ._environ_context import EnvironContext
 from ._exp_euler import exp_euler_step
 from ._functional import glu, log_softmax, logsumexp, one_hot, softmax, softmin, standardize
 from ._grad_clip import clip_grad_norm
@@ -83,6 +84,7 @@ __all__ = [
     "Dropout",
     "Sequential",
     "ElementWiseBlock",
+    "EnvironContext",
     "Param",
     "Const",
     "Transform",

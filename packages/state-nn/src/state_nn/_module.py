@@ -116,9 +116,11 @@ def _is_int(x: Any) -> bool:
 
 
 def _format_size(size: Any, what: str, module: Any) -> tuple[int, ...] | None:
-    """``in_size`` / ``out_size`` as a tuple of ints (an int means a 1-tuple)."""
+    """``in_size`` / ``out_size`` as a tuple of ints (an int, NumPy integer or 0-d integer array: a 1-tuple)."""
     if size is None:
         return None
+    if isinstance(size, np.ndarray) and size.ndim == 0 and np.issubdtype(size.dtype, np.integer):
+        size = int(size)  # a size computed with NumPy, e.g. np.prod(shape)
     if _is_int(size):
         dims: tuple[Any, ...] = (size,)
     elif isinstance(size, (tuple, list)) and all(_is_int(d) for d in size):
@@ -460,8 +462,8 @@ class Module(ModuleDisplay):
     def named_parameters(self, recurse: bool = True) -> StateDict:
         """``path -> ParamState`` for the trainable states (``states(ParamState)``).
 
-        ``recurse=False`` keeps only the ones this module holds itself, not those
-        of its submodules.
+        ``recurse=False`` keeps only the ones this module holds itself (directly
+        or in a ``Param`` it holds), not those of its other submodules.
 
         Args:
             recurse: False keeps only the parameters this module holds itself.
@@ -478,10 +480,20 @@ class Module(ModuleDisplay):
             >>> list(Net().named_parameters(recurse=False))
             [('scale',)]
         """
+        from ._param import Param
+
         params = self.states(state_core.ParamState)
         if recurse:
             return params
-        below = {id(s) for s in self.states(state_core.ParamState, include_self=False).values()}
+        # A Param held by this module is one of its own parameters (a Param is a
+        # Module only to carry its transform), so its value stays; other
+        # submodules' parameters are left out.
+        below = {
+            id(s)
+            for child in self.children()
+            if not isinstance(child, Param)
+            for s in child.states(state_core.ParamState).values()
+        }
         return StateDict((p, s) for p, s in params.items() if id(s) not in below)
 
     def parameters(self, recurse: bool = True) -> list[State[Any]]:
