@@ -38,6 +38,8 @@ from state_transform import jit, pmap2, shard_map, vmap2  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_init  # noqa: E402
+import bench_inline  # noqa: E402
+import bench_inplace  # noqa: E402
 import bench_loops  # noqa: E402
 import bench_map  # noqa: E402
 import bench_scale  # noqa: E402
@@ -348,6 +350,11 @@ def main(argv: list[str] | None = None) -> int:
         print("\nSimulation loops (state_transform.for_loop) against a hand-written jax.lax.scan:\n")
         print(bench_loops.format_rows(bench_loops.rows(args.quick)))
         print("(progress-bar row: the reference is the same loop without a bar)")
+    if not args.rows:
+        print("\nTransformations built inline in every step (a new object per call):\n")
+        print(bench_inline.format_rows(bench_inline.rows(args.quick)))
+        print("\nIn-place updates (written States donated when nothing else holds them):\n")
+        print(bench_inplace.format_rows(bench_inplace.memory_row(args.quick), bench_inplace.training_row(args.quick)))
     print("\nData-parallel training step with sharding-annotated states (jit) against jax.jit:\n")
     print(bench_sharding.format_rows(bench_sharding.run(args.quick)))
     print("\nData-parallel training step (batch sharded, parameters replicated) against pure JAX:\n")

@@ -12,7 +12,7 @@ from typing import Any
 import jax
 
 from state_core import BatchAxisError, State, StatefulFunction, states_of_callable
-from state_core.engine import Program, StateRules, Trace, context_markers, frozen, named, pushed_context
+from state_core.engine import IdentityRef, Program, StateRules, Trace, context_markers, frozen, named, pushed_context
 
 from ._axes import (
     check_axis,
@@ -233,7 +233,7 @@ class StatefulMapping(StatefulFunction):
             self.unexpected_out_state_mapping,
             self.axis_size,
             frozen(self.axis_name),
-            frozen(self.mapping_fn),
+            IdentityRef(self.mapping_fn),  # jax.vmap / jax.pmap / a user's mapping function, by identity
             frozen(self.mapping_kwargs),
             self.keyword_axis,
             self._donate_positions,
