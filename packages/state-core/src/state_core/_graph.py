@@ -24,7 +24,7 @@ import numpy as np
 
 from ._state import State
 
-__all__ = ["walk_graph", "graph_states", "graph_roots", "GraphSnapshot", "snapshot_graph"]
+__all__ = ["walk_graph", "graph_states", "graph_roots", "GraphSnapshot", "snapshot_graph", "state_label"]
 
 Path = tuple[Hashable, ...]
 
@@ -62,6 +62,31 @@ def _children(obj: Any, path: Path) -> Iterator[tuple[Path, Any]]:
         items = attrs.items()
     for key, child in items:
         yield (*path, key), child
+
+
+def state_label(state: State[Any], path: Any = None) -> str:
+    """How messages name ``state``: by its path in the user's objects when known, else by ``describe()``.
+
+    Args:
+        state: the state to name.
+        path: its path (a sequence of keys) in the graph it was found in; None or
+            empty: not known.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from state_core import ParamState
+        >>> from state_core.engine import state_label
+        >>> state_label(ParamState(jnp.zeros(2)), ('layer', 'weight'))
+        "ParamState at path 'layer.weight'"
+        >>> state_label(ParamState(jnp.zeros(2), name='w'), ('layer', 'weight'))
+        "ParamState 'w' at path 'layer.weight'"
+    """
+    if not path:
+        return state.describe()
+    where = ".".join(map(str, path))
+    if state.name:
+        return f"{state.describe()} at path {where!r}"
+    return f"{type(state).__name__} at path {where!r}"
 
 
 def walk_graph(

@@ -87,6 +87,19 @@ class Trace:
         written = {id(s) for s in self.out_states}
         return tuple(k for k, s in enumerate(self.in_states) if id(s) not in written)
 
+    def write_state_avals(self) -> list[Any]:
+        """Per state in ``write_states``, the abstract value (a pytree of avals) the program gives it."""
+        import jax
+
+        avals = self.closed_jaxpr.out_avals
+        i = self.n_out_leaves
+        result = []
+        for treedef in self.out_state_defs:
+            n = treedef.num_leaves
+            result.append(jax.tree.unflatten(treedef, avals[i : i + n]))
+            i += n
+        return result
+
     def split_values(self, values: Sequence[Any]) -> tuple[list[Any], list[Any]]:
         """``values`` (one per input state) as ``(written-state values, read-only values)``."""
         return [values[k] for k in self.rw_index], [values[k] for k in self.ro_index]
@@ -190,8 +203,10 @@ class Program:
             the program raises; random keys advance there.
         prepare: ``(values, leaves) -> (values, leaves)`` before the run (places inputs
             on the devices the program expects).
-        lane_split: whether some input state is split into one value per lane (kept for
-            introspection).
+        check: ``output -> output`` on the concrete output of a top-level run, after the
+            results are ready and before any state is written: it raises to fail the
+            call (every state keeps its value) or returns what the caller receives. A
+            program with a check never donates (a failed check must find the inputs intact).
     """
 
     run: Callable[..., Any]
@@ -202,6 +217,7 @@ class Program:
     block: bool = False
     on_failure: Callable[[list[Any]], None] | None = None
     prepare: Callable[[list[Any], list[Any]], tuple[list[Any], list[Any]]] | None = None
+    check: Callable[[Any], Any] | None = None
 
 
 class CacheEntry(Generic[InfoT]):

@@ -20,6 +20,7 @@ from typing import Any
 import jax
 
 from ._context import CTX
+from ._device_mismatch import device_mismatch_message
 from ._donation import donation_enabled, exclusively_held
 from ._jax_internals import ArrayImpl, PRNGKeyArray, is_eager, is_tracer
 from ._program import CacheEntry, merger
@@ -173,6 +174,7 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
     block = program.block
     on_failure = program.on_failure
     prepare = program.prepare
+    check = program.check
     merge = merger(trace)
     rw_index, ro_index = trace.rw_index, trace.ro_index
     # The input states, their signatures and reference avals in program order:
@@ -182,6 +184,7 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
     sigs = [trace.state_sigs[i] for i in order]
     ref_avals = reference_avals([s._value for s in states])
     n_rw = len(rw_index)
+    dyn_treedef = trace.dyn_treedef
     locks = handout_locks([*states, *write_back])
     # States the trace created: once written with concrete values they are usable again.
     created = list(trace.created_states)
@@ -221,6 +224,7 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
         if (
             fn is compiled
             and donating is not None
+            and check is None
             and not CTX.stacks
             and (
                 list(map(id, rw)) == steady[0]
@@ -233,11 +237,20 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
             fn, donated = donating, True  # nothing but the States holds the old values: reuse their buffers
         ok = False
         try:
-            out, new_values = fn(rw, ro, *leaves)
+            try:
+                out, new_values = fn(rw, ro, *leaves)
+            except ValueError as err:
+                # JAX's message would name the program's internal arguments.
+                message = device_mismatch_message(who, states, [*rw, *ro], leaves, dyn_treedef)
+                if message is None:
+                    raise
+                raise ValueError(message) from err
             if block and not CTX.stacks:
                 # Errors raised while the program runs (a failing callback, a device
                 # error) surface here, before any state sees the results.
                 jax.block_until_ready((out, new_values))
+            if check is not None and not CTX.stacks:
+                out = check(out)
             ok = True
         finally:
             if not ok and on_failure is not None:

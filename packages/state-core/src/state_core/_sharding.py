@@ -21,6 +21,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from ._collection import StateDict
 from ._context import CTX
+from ._graph import state_label
 from ._jax_internals import ArrayImpl, context_mesh, is_tracer
 from ._state import State
 
@@ -56,12 +57,6 @@ def annotated_spec(state: State[Any]) -> PartitionSpec | None:
     return annotation
 
 
-def _label(state: State[Any], path: Any) -> str:
-    if path:
-        return f"{state.describe()} at path {'.'.join(map(str, path))!r}"
-    return state.describe()
-
-
 def check_spec_fits(spec: PartitionSpec, mesh: Any, value: Any, where: str) -> None:
     """Raise ``ValueError`` (naming ``where``) unless ``spec`` on ``mesh`` fits every leaf of ``value``.
 
@@ -72,7 +67,7 @@ def check_spec_fits(spec: PartitionSpec, mesh: Any, value: Any, where: str) -> N
         where: what the value is, the start of the message (a state's description).
     """
     for leaf in jax.tree.leaves(value):
-        shape = tuple(np.shape(leaf))
+        shape = tuple(leaf.shape) if hasattr(leaf, "shape") else tuple(np.shape(leaf))
         if len(spec) > len(shape):
             raise ValueError(
                 f"{where} is annotated with sharding {spec}, which has {len(spec)} entries, but its "
@@ -117,11 +112,11 @@ def state_sharding(state: State[Any], mesh: Any = None, path: Any = None) -> Nam
         mesh = annotation.mesh if isinstance(annotation, NamedSharding) else context_mesh()
     if mesh is None:
         raise ValueError(
-            f"{_label(state, path)} is annotated with sharding {spec}, but no mesh is set: call "
+            f"{state_label(state, path)} is annotated with sharding {spec}, but no mesh is set: call "
             "jax.set_mesh(mesh) (or use it as a context manager) before using it, pass mesh=..., "
             "or annotate with a jax.sharding.NamedSharding(mesh, spec)."
         )
-    check_spec_fits(spec, mesh, state._value, _label(state, path))
+    check_spec_fits(spec, mesh, state._value, state_label(state, path))
     if isinstance(annotation, NamedSharding) and annotation.mesh is mesh:
         return annotation
     return NamedSharding(mesh, spec)

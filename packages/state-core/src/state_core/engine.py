@@ -55,7 +55,7 @@ from ._cache import (
 )
 from ._context import GENERATION, user_stacklevel
 from ._donation import exclusively_held
-from ._graph import GraphSnapshot, graph_roots, graph_states, snapshot_graph, walk_graph
+from ._graph import GraphSnapshot, graph_roots, graph_states, snapshot_graph, state_label, walk_graph
 from ._jax_internals import ArrayImpl, api_boundary, hide_library_frames, is_batched, is_eager, mesh_type
 from ._pretty import format_fields
 from ._program import CacheEntry, Program, Trace, jaxpr_evaluator, merger
@@ -146,6 +146,7 @@ __all__ = [
     "graph_roots",
     "GraphSnapshot",
     "snapshot_graph",
+    "state_label",
     "GENERATION",
     "StateRules",
     # tracing helpers
