@@ -3,14 +3,27 @@
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, Literal, TypeVar, overload
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from state_core import State, StateDict, StatefulFunction
-from state_core.engine import IdentityRef, Program, Trace, api_boundary, jaxpr_evaluator, merger, named
+from state_core import State, StateDict, StatefulFunction, states_of_callable
+from state_core.engine import (
+    IdentityRef,
+    Program,
+    Trace,
+    api_boundary,
+    is_eager,
+    jaxpr_evaluator,
+    merger,
+    named,
+    state_label,
+    user_stacklevel,
+)
 
 __all__ = ["grad", "GradFunction"]
 
@@ -20,6 +33,37 @@ _R = TypeVar("_R", covariant=True)
 
 def _is_state(x: Any) -> bool:
     return isinstance(x, State)
+
+
+def _entry_label(state: State[Any], key: tuple[Any, ...], in_state_dict: bool) -> str:
+    """Name ``state`` by its entry in ``grad_states`` (a StateDict key is the state's path)."""
+    kind = type(state).__name__
+    if in_state_dict and len(key) == 1 and isinstance(getattr(key[0], "key", None), tuple):
+        return f"{kind} at path {'.'.join(map(str, key[0].key))!r}"
+    if key:
+        return f"{kind} {jax.tree_util.keystr(key)}"
+    return state.describe()
+
+
+def _has_nan(tree: Any) -> Any:
+    """A traced bool: whether any floating leaf of ``tree`` holds a NaN or an infinity."""
+    flags = [
+        ~jnp.isfinite(leaf).all()
+        for leaf in jax.tree.leaves(tree)
+        if jnp.issubdtype(jnp.result_type(leaf), jnp.inexact)
+    ]
+    return jnp.any(jnp.stack(flags)) if flags else jnp.bool_(False)
+
+
+def _checked_by(raise_if_nan: Callable[[Any], None]) -> Callable[[Any], Any]:
+    """A ``Program.check``: raise on the output's NaN flags, hand on the result without them."""
+
+    def check(out: Any) -> Any:
+        result, found = out
+        raise_if_nan(found)
+        return result
+
+    return check
 
 
 class GradFunction(StatefulFunction, Generic[_R]):
@@ -48,9 +92,13 @@ class GradFunction(StatefulFunction, Generic[_R]):
         argnums: int | Sequence[int] | None = None,
         has_aux: bool = False,
         return_value: bool = False,
+        debug_nan: bool = False,
     ) -> None:
         super().__init__(fun, name=getattr(fun, "__name__", None))
-        states, self._grad_treedef = jax.tree.flatten(grad_states, is_leaf=_is_state)
+        keyed, self._grad_treedef = jax.tree_util.tree_flatten_with_path(grad_states, is_leaf=_is_state)
+        states = [s for _, s in keyed]
+        # Where each entry sits in grad_states: names a state the function's objects do not hold.
+        self._grad_state_keys = [key for key, _ in keyed]
         for s in states:
             if not isinstance(s, State):
                 raise TypeError(
@@ -64,6 +112,7 @@ class GradFunction(StatefulFunction, Generic[_R]):
         self.argnums = argnums
         self.has_aux = has_aux
         self.return_value = return_value
+        self.debug_nan = debug_nan
 
         functools.update_wrapper(self, fun, updated=())
 
@@ -78,6 +127,7 @@ class GradFunction(StatefulFunction, Generic[_R]):
             self.has_aux,
             self.return_value,
             self._returns_state_dict,
+            self.debug_nan,
         )
 
     def _compile(self, trace: Trace, info: None) -> Program:
@@ -93,6 +143,7 @@ class GradFunction(StatefulFunction, Generic[_R]):
         evaluate = jaxpr_evaluator(trace)
         in_index = {id(s): k for k, s in enumerate(trace.in_states)}
         grad_index = [in_index.get(id(s)) for s in self._grad_state_list]
+        self._check_grad_states(grad_index)
         # A state listed twice in grad_states is differentiated once; every entry
         # that names it receives that full gradient.
         unique = list(dict.fromkeys(k for k in grad_index if k is not None))
@@ -138,15 +189,95 @@ class GradFunction(StatefulFunction, Generic[_R]):
                 g_states[slot[k]] if k is not None else jax.tree.map(lambda z: jnp.zeros(z.shape, z.dtype), zero)
                 for k, zero in zip(grad_index, zeros, strict=True)
             ]
-            return assemble(state_grads, g_args, loss, aux), new_values
+            result = assemble(state_grads, g_args, loss, aux)
+            if raise_if_nan is None:
+                return result, new_values
+            found = jnp.stack([_has_nan(loss), *map(_has_nan, state_grads), *map(_has_nan, g_args)])
+            if nested:
+                jax.debug.callback(raise_if_nan, found)
+                return result, new_values
+            return (result, found), new_values
 
         named(program, f"grad_{self.name}")
+        # Inside another transformation the output is traced: the check becomes a callback.
+        nested = not is_eager()
+        raise_if_nan = self._nan_check(arg_tuple) if self.debug_nan else None
         return Program(
             run=jax.jit(program),
             write_back=trace.write_states,
-            donating=self._donating(jax.jit, program, trace),
+            donating=None if self.debug_nan else self._donating(jax.jit, program, trace),
             eager=program,
+            check=None if raise_if_nan is None or nested else _checked_by(raise_if_nan),
         )
+
+    def _nan_check(self, arg_tuple: tuple[int, ...]) -> Callable[[Any], None]:
+        """``raise_if_nan(found)``: raise ``FloatingPointError`` naming what holds a NaN or Inf.
+
+        Args:
+            arg_tuple: the differentiated argument positions.
+
+        Returns:
+            A function of the flags the program computes: one for the loss, one per
+            entry of ``grad_states``, one per differentiated argument.
+        """
+        paths = states_of_callable(self.fun).paths_by_state()
+        labels = [f"the value of {self.name}"]
+        labels += [f"the gradient of {state_label(s, paths.get(id(s)))}" for s in self._grad_state_list]
+        labels += [f"the gradient of argument {i}" for i in arg_tuple]
+        who = f"grad({self.name})"
+
+        def raise_if_nan(found: Any) -> None:
+            bad = [label for label, flag in zip(labels, np.asarray(found), strict=True) if flag]
+            if bad:
+                raise FloatingPointError(
+                    f"{who}: NaN or Inf in {', '.join(dict.fromkeys(bad))}; no state was written. To find the "
+                    "operation that produced it, run with jax.config.update('jax_debug_nans', True)."
+                )
+
+        return raise_if_nan
+
+    def _check_grad_states(self, grad_index: list[int | None]) -> None:
+        """Refuse states without gradients; warn about states the function never reads.
+
+        Args:
+            grad_index: per entry of ``grad_states``, its position among the states
+                the traced function read, or None when it did not read it.
+        """
+        found: list[dict[int, Any]] = []
+
+        def label(k: int) -> str:
+            # Paths cost a walk of the function's objects: only when a message needs one.
+            if not found:
+                found.append(states_of_callable(self.fun).paths_by_state())
+            state = self._grad_state_list[k]
+            path = found[0].get(id(state))
+            if path or state.name:
+                return state_label(state, path)
+            return _entry_label(state, self._grad_state_keys[k], self._returns_state_dict)
+
+        for k, state in enumerate(self._grad_state_list):
+            for leaf in jax.tree.leaves(state._value):
+                dtype = jnp.result_type(leaf)
+                if not jnp.issubdtype(dtype, jnp.inexact):
+                    raise TypeError(
+                        f"grad({self.name}): grad_states includes {label(k)}, whose value has "
+                        f"dtype {dtype}; gradients exist only for floating-point and complex values. "
+                        "Store it as a float (e.g. jnp.asarray(value, jnp.float32)) or leave it out "
+                        "of grad_states."
+                    )
+        unread = [k for k, index in enumerate(grad_index) if index is None]
+        if unread:
+            names = ", ".join(label(k) for k in unread[:3]) + (
+                f" and {len(unread) - 3} more" if len(unread) > 3 else ""
+            )
+            warnings.warn(
+                f"grad({self.name}): {names} in grad_states {'is' if len(unread) == 1 else 'are'} never "
+                f"read by {self.name}, so {'its gradient is' if len(unread) == 1 else 'their gradients are'} "
+                "zero. Pass the states the function reads (after re-creating parameters, e.g. with "
+                "init_all_states, collect them again).",
+                UserWarning,
+                stacklevel=user_stacklevel(),
+            )
 
     @api_boundary
     def __call__(self, *args: Any, **kwargs: Any) -> _R:
@@ -189,6 +320,7 @@ def grad(
     argnums: int | Sequence[int] | None = None,
     has_aux: bool = False,
     return_value: bool = False,
+    debug_nan: bool = False,
 ) -> Callable[[Callable[..., Any]], GradFunction[Any]]: ...
 @overload
 def grad(
@@ -197,6 +329,7 @@ def grad(
     argnums: int | Sequence[int] | None = None,
     has_aux: Literal[False] = False,
     return_value: Literal[False] = False,
+    debug_nan: bool = False,
 ) -> GradFunction[Any]: ...
 @overload
 def grad(
@@ -206,6 +339,7 @@ def grad(
     has_aux: Literal[False] = False,
     *,
     return_value: Literal[True],
+    debug_nan: bool = False,
 ) -> GradFunction[tuple[Any, Any]]: ...
 @overload
 def grad(
@@ -215,6 +349,7 @@ def grad(
     *,
     has_aux: Literal[True],
     return_value: Literal[False] = False,
+    debug_nan: bool = False,
 ) -> GradFunction[tuple[Any, Any]]: ...
 @overload
 def grad(
@@ -224,6 +359,7 @@ def grad(
     *,
     has_aux: Literal[True],
     return_value: Literal[True],
+    debug_nan: bool = False,
 ) -> GradFunction[tuple[Any, Any, Any]]: ...
 @overload
 def grad(
@@ -232,6 +368,7 @@ def grad(
     argnums: int | Sequence[int] | None = None,
     has_aux: bool = False,
     return_value: bool = False,
+    debug_nan: bool = False,
 ) -> GradFunction[Any]: ...
 
 
@@ -241,6 +378,7 @@ def grad(
     argnums: int | Sequence[int] | None = None,
     has_aux: bool = False,
     return_value: bool = False,
+    debug_nan: bool = False,
 ) -> GradFunction[Any] | Callable[[Callable[..., Any]], GradFunction[Any]]:
     """Differentiate a scalar-valued ``fun`` with respect to States and/or arguments.
 
@@ -253,6 +391,12 @@ def grad(
             0 when ``grad_states`` is None, and to none otherwise.
         has_aux: ``fun`` returns ``(loss, aux)``.
         return_value: also return the loss.
+        debug_nan: check every call's loss and gradients for NaN and Inf (as
+            brainstate's ``debug_nan``); a call that produces one raises
+            ``FloatingPointError`` naming the gradients that hold it, and no state is
+            written. Costs a reduction over the gradients and
+            turns off in-place updates for this function; inside another
+            transformation the check runs as a JAX callback.
 
     Returns:
         A function returning ``grads`` — the state gradients, the argument gradients,
@@ -275,7 +419,7 @@ def grad(
     if fun is None:
 
         def decorate(f: Callable[..., Any]) -> GradFunction[Any]:
-            return GradFunction(f, grad_states, argnums, has_aux, return_value)
+            return GradFunction(f, grad_states, argnums, has_aux, return_value, debug_nan)
 
         return decorate
-    return GradFunction(fun, grad_states, argnums, has_aux, return_value)
+    return GradFunction(fun, grad_states, argnums, has_aux, return_value, debug_nan)

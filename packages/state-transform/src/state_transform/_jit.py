@@ -15,11 +15,13 @@ from state_core.engine import (
     Program,
     Trace,
     Unshareable,
+    check_spec_fits,
     frozen,
     input_placer,
     named,
     pure_program,
     read_state_values,
+    state_label,
     state_sharding,
 )
 
@@ -181,6 +183,12 @@ class JittedFunction(StatefulFunction):
             return JitInfo((None,) * len(trace.in_states), (None,) * len(trace.write_states))
         paths = states_of_callable(self.fun).paths_by_state()
         shardings = {id(s): state_sharding(s, path=paths.get(id(s))) for s in annotated}
+        # A written value may change shape: its layout must fit the new value too.
+        for state, aval in zip(trace.write_states, trace.write_state_avals(), strict=True):
+            sharding = shardings.get(id(state))
+            if sharding is not None:
+                where = f"{state_label(state, paths.get(id(state)))} (the new value {self.name} writes)"
+                check_spec_fits(sharding.spec, sharding.mesh, aval, where)
         return JitInfo(
             tuple(shardings.get(id(s)) for s in trace.in_states),
             tuple(shardings.get(id(s)) for s in trace.write_states),

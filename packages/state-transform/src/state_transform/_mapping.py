@@ -12,7 +12,17 @@ from typing import Any
 import jax
 
 from state_core import BatchAxisError, State, StatefulFunction, states_of_callable
-from state_core.engine import IdentityRef, Program, StateRules, Trace, context_markers, frozen, named, pushed_context
+from state_core.engine import (
+    IdentityRef,
+    Program,
+    StateRules,
+    Trace,
+    context_markers,
+    frozen,
+    named,
+    pushed_context,
+    state_label,
+)
 
 from ._axes import (
     check_axis,
@@ -133,8 +143,13 @@ class StatefulMapping(StatefulFunction):
             stack it), ``'ignore'`` or ``'auto'`` (stack it silently; brainstate's
             name). A stacked state goes out on the axis it came in on, else on axis
             0, and later calls feed its stacked value per lane, so it keeps its
-            shape. A written state whose new value is the same on every lane is
-            written back as is.
+            shape. Under the three stacking policies, a state that no rule names,
+            that the function reads and writes per lane and whose leading size is
+            already the mapped size is a per-lane buffer: it is fed one slice per
+            lane from the first call on (the function is traced once more to learn
+            this), so it keeps its shape instead of gaining a second axis. A
+            written state whose new value is the same on every lane is written
+            back as is.
         static_argnums: positions of arguments that are compile-time constants.
         static_argnames: names of arguments that are compile-time constants.
         axis_size: the size of the mapped axis when no argument or state gives it.
@@ -242,10 +257,7 @@ class StatefulMapping(StatefulFunction):
 
     # ------------------------------------------------------------------ naming states
     def _state_label(self, state: State[Any], paths: dict[int, tuple[Any, ...]]) -> str:
-        path = paths.get(id(state))
-        if path:
-            return f"{type(state).__name__} at path '{'.'.join(map(str, path))}'"
-        return state.describe()
+        return state_label(state, paths.get(id(state)))
 
     def _in_axis(self, state: State[Any], value: Any, paths: dict[int, tuple[Any, ...]]) -> Any:
         """The axis ``state`` is mapped on the way in, including an axis this mapping stacked it on."""
@@ -255,10 +267,11 @@ class StatefulMapping(StatefulFunction):
         stacked = self._learned.get(("stacked", id(state)))
         if stacked is None or stacked[0]() is not state:
             return _UNDECLARED
+        _, axis, size = stacked
         leaves = jax.tree.leaves(value)
-        if not leaves or stacked[1] >= len(jax.numpy.shape(leaves[0])):
-            return _UNDECLARED  # the user reset it to an unstacked value
-        return stacked[1]
+        if not leaves or axis >= len(jax.numpy.shape(leaves[0])) or jax.numpy.shape(leaves[0])[axis] != size:
+            return _UNDECLARED  # the user reset it to a value that is not one per lane
+        return axis
 
     # ------------------------------------------------------------------ tracing hooks
     def _new_trace_context(self) -> _MappingTrace:
@@ -276,7 +289,8 @@ class StatefulMapping(StatefulFunction):
         dyn_kwargs: dict[str, Any],
     ) -> Trace:
         trace: Trace | None = None
-        for _ in range(2):
+        buffers_learned = False
+        for _ in range(3):
             ok = False
             try:
                 if self.mapping_fn is jax.pmap:
@@ -291,10 +305,19 @@ class StatefulMapping(StatefulFunction):
                 if not ok:
                     self._advance_after_failed_trace(ctx)
             size = self._decide_axis_size(ctx.sizes)
-            if self.axis_name is None or ctx.size_used is None or ctx.size_used == size:
+            if self.axis_name is not None and ctx.size_used is not None and ctx.size_used != size:
+                # The axis size came from a state discovered mid-trace, and the function
+                # used the named axis: trace again with the real size bound.
+                ctx.restart(size)
+                continue
+            buffers = [] if buffers_learned else self._per_lane_buffers(ctx, trace, size)
+            if not buffers:
                 return trace
-            # The axis size came from a state discovered mid-trace, and the function
-            # used the named axis: trace again with the real size bound.
+            # Read whole, these would come out with a second axis of the mapped size:
+            # trace again with one slice per lane (and keep feeding them per lane).
+            buffers_learned = True
+            for state in buffers:
+                self._learned[("stacked", id(state))] = (weakref.ref(state), 0, size)
             ctx.restart(size)
         assert trace is not None
         return trace
@@ -393,18 +416,13 @@ class StatefulMapping(StatefulFunction):
         split_positions = tuple(k for k, m in enumerate(in_modes) if m == _SPLIT)
         split_ids = {id(trace.in_states[k]) for k in split_positions}
 
-        # Which written values differ between lanes (decides undeclared writes).
-        varying_in = []
-        for state, mode in zip(trace.in_states, in_modes, strict=True):
-            varying_in.extend([mode is not None] * len(jax.tree.leaves(state._value)))
-        varying_in.extend(axis is not None for axis in ctx.leaf_axes)
         axis_name = self.axis_name
         if axis_name is None and self.mapping_fn is not jax.vmap:
             # Lanes find their part of a split state by axis_index, which needs a name.
             # (Under vmap the split happens before mapping: no name, so op-by-op runs
             # reuse JAX's compiled primitives, which are keyed by the axis names.)
             axis_name = _private_axis_name()
-        varying = varying_outputs(trace.closed_jaxpr.jaxpr, varying_in, self.axis_name)
+        varying = self._varying(ctx, trace)
         state_varying = varying[trace.n_out_leaves :]
 
         lane_written_axes: list[Any] = []
@@ -418,7 +436,7 @@ class StatefulMapping(StatefulFunction):
                 lane_written_mask.append(False)
                 continue
             lane_written_mask.append(True)
-            lane_written_axes.append(self._out_axis(state, state_varies, paths, modes.get(id(state))))
+            lane_written_axes.append(self._out_axis(state, state_varies, paths, size, modes.get(id(state))))
             if n:
                 ndim = max(1, jax.numpy.ndim(jax.tree.leaves(state._value)[0]))
                 label = self._state_label(state, paths)
@@ -444,6 +462,48 @@ class StatefulMapping(StatefulFunction):
             arg_avals=tuple(ctx.arg_avals),
             nested_pmap=self.mapping_fn is jax.pmap and _inside_pmap2() > 0,
         )
+
+    def _varying(self, ctx: _MappingTrace, trace: Trace) -> list[bool]:
+        """Per output leaf of the jaxpr, whether its value differs between lanes (decides undeclared writes)."""
+        varying_in = []
+        for state in trace.in_states:
+            varying_in.extend([ctx.modes[id(state)] is not None] * len(jax.tree.leaves(state._value)))
+        varying_in.extend(axis is not None for axis in ctx.leaf_axes)
+        return varying_outputs(trace.closed_jaxpr.jaxpr, varying_in, self.axis_name)
+
+    def _per_lane_buffers(self, ctx: _MappingTrace, trace: Trace, size: int) -> list[State[Any]]:
+        """Undeclared read-modify-write states to feed one slice per lane instead of whole.
+
+        A state that no rule names, that the function reads and writes with a value
+        differing between lanes, and whose leading size already equals the mapped
+        size is a per-lane buffer (``'auto'`` / ``'ignore'`` / ``'warn'``, as
+        brainstate's ``'auto'``): broadcasting it whole and stacking the result
+        would give it a second axis of that size.
+        """
+        if self.unexpected_out_state_mapping == "raise":
+            return []
+        read = {id(s) for s in trace.in_states}
+        candidates = []
+        for state in trace.out_states:
+            path = ctx.paths.get(id(state), ())
+            if id(state) not in read or ctx.modes.get(id(state)) is not None:
+                continue
+            if self._in_rules.value_for(path, state, _UNDECLARED) is not _UNDECLARED:
+                continue
+            if self._out_rules.value_for(path, state, _UNDECLARED) is not _UNDECLARED:
+                continue
+            leaves = jax.tree.leaves(state._value)
+            if leaves and all(jax.numpy.ndim(x) >= 1 and jax.numpy.shape(x)[0] == size for x in leaves):
+                candidates.append(state)
+        if not candidates:
+            return []
+        varying = self._varying(ctx, trace)[trace.n_out_leaves :]
+        varies: dict[int, bool] = {}
+        i = 0
+        for state, treedef in zip(trace.out_states, trace.out_state_defs, strict=False):
+            varies[id(state)] = any(varying[i : i + treedef.num_leaves])
+            i += treedef.num_leaves
+        return [s for s in candidates if varies[id(s)]]
 
     def _runs_on_several_devices(self, trace: Trace, info: MappingInfo) -> bool:
         return self.mapping_fn is jax.pmap
@@ -488,7 +548,9 @@ class StatefulMapping(StatefulFunction):
             )
         return axis
 
-    def _out_axis(self, state: State[Any], varies: bool, paths: dict[int, tuple[Any, ...]], in_mode: Any = None) -> Any:
+    def _out_axis(
+        self, state: State[Any], varies: bool, paths: dict[int, tuple[Any, ...]], size: int, in_mode: Any = None
+    ) -> Any:
         axis = self._out_rules.value_for(paths.get(id(state), ()), state, _UNDECLARED)
         label = self._state_label(state, paths)
         if axis is not _UNDECLARED:
@@ -524,7 +586,7 @@ class StatefulMapping(StatefulFunction):
             )
         # Remember the decision: on later calls the now-stacked value is fed per lane,
         # so a read-modify-write state does not gain an axis on every call.
-        self._learned[("stacked", id(state))] = (weakref.ref(state), axis)
+        self._learned[("stacked", id(state))] = (weakref.ref(state), axis, size)
         return axis
 
     # ------------------------------------------------------------------ compiling

@@ -24,7 +24,7 @@ from state_core.engine import StateRules, Trace, is_eager
 from ._axes import normalize_state_axes
 from ._mapping import MappingInfo, StatefulMapping
 
-__all__ = ["vmap2_new_states", "pmap2_new_states"]
+__all__ = ["vmap2_new_states", "pmap2_new_states", "in_new_state_probe"]
 
 
 class _NewStateMapping(StatefulMapping):
@@ -239,3 +239,31 @@ def pmap2_new_states(
             at = axis % jnp.ndim(leaves[0]) if leaves else 0
             state.restore_value(jax.device_put(state._value, NamedSharding(mesh, P(*([None] * at), "copies"))))
     return groups
+
+
+def in_new_state_probe() -> bool:
+    """Whether a ``*_new_states`` call is running a discovery pass of ``init_state``: always False here.
+
+    Libraries whose ``vmap2_new_states`` runs the initialiser twice (once unmapped,
+    to discover the states it creates, then mapped) let one-shot side effects
+    skip the first pass by asking this. ``vmap2_new_states`` and
+    ``pmap2_new_states`` here run the initialiser once, mapped, so there is no
+    discovery pass; code guarded by this function runs unchanged.
+
+    Returns:
+        False.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from state_core import ParamState
+        >>> from state_transform import in_new_state_probe, vmap2_new_states
+        >>> passes = []
+        >>> class Cell:
+        ...     def init_all_states(self):
+        ...         passes.append(in_new_state_probe())
+        ...         self.w = ParamState(jnp.zeros(2))
+        >>> _ = vmap2_new_states(Cell(), {}, axis_size=3)
+        >>> passes
+        [False]
+    """
+    return False

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
@@ -252,6 +253,11 @@ class ShardMapFunction(StatefulFunction):
             if note is not None:
                 err.add_note(note)
             raise
+        except (AssertionError, NameError) as err:
+            message = _unknown_axis_message(err, self.name, tuple(self.mesh.axis_names))
+            if message is None:
+                raise
+            raise NameError(message) from err
         finally:
             if not ok:  # randomness is consumed even by a failed call
                 advance_after_failure(ctx.split, [st._value for st in ctx.split], self.mesh.size)
@@ -430,6 +436,40 @@ def _placer(
         return values, leaves
 
     return place
+
+
+def _unknown_axis_message(err: BaseException, who: str, mesh_axes: tuple[Any, ...]) -> str | None:
+    """A message for a collective that names an axis the mesh lacks; None if ``err`` is something else.
+
+    JAX reports such a name with a ``NameError``, or (for ``psum``, ``pmean`` and
+    ``ppermute`` when varying axes are checked) with a bare ``AssertionError`` from
+    inside JAX. A user's own ``assert`` fails in the user's code and is left alone.
+    The unknown name is taken from JAX's message, or else from the failing JAX
+    frame's locals (best effort: the message lists the mesh's axes either way).
+    """
+    tb = err.__traceback__
+    if tb is None:
+        return None
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    if f"{os.sep}jax{os.sep}" not in tb.tb_frame.f_code.co_filename:
+        return None
+    if isinstance(err, AssertionError) and str(err):
+        return None
+    unknown: list[Any] = []
+    if isinstance(err, NameError):
+        name = str(err).rsplit(":", 1)[-1].strip().split(".")[0].strip()
+        unknown = [name] if name and name not in mesh_axes else []
+    else:
+        named = tb.tb_frame.f_locals.get("axes")
+        named = named if isinstance(named, tuple) else (named,)
+        unknown = [name for name in named if isinstance(name, str) and name not in mesh_axes]
+    which = f"axis name {', '.join(map(repr, unknown))}" if unknown else "an axis name"
+    return (
+        f"{who}: a collective (psum, pmean, all_gather, ppermute, axis_index ...) "
+        f"uses {which}, which the mesh does not have; the mesh's axes are {mesh_axes}. "
+        "Use one of those names (the mesh's axis_names), or add the axis to the mesh."
+    )
 
 
 def _replicated_states_note(undeclared: Any, axis_sizes: tuple[int, ...]) -> str | None:
