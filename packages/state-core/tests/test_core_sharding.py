@@ -83,7 +83,9 @@ def test_errors_name_the_state_path_and_spec(mesh):
         def __init__(self):
             self.w = ParamState(jnp.ones((4, 6)), sharding=P(None, "model"))
 
-    with pytest.raises(ValueError, match=r"ParamState at path 'w' is annotated.*dimension 1.*shape \(4, 6\).*size 6.*4 dev"):
+    with pytest.raises(
+        ValueError, match=r"ParamState at path 'w' is annotated.*dimension 1.*shape \(4, 6\).*size 6.*4 dev"
+    ):
         get_named_sharding(collect_states(Bad()), mesh)
     rank = ParamState(jnp.ones(4), name="bias", sharding=P("data", "model"))
     with pytest.raises(ValueError, match=r"ParamState 'bias' is annotated with sharding .* 2 entries.*rank 1"):
