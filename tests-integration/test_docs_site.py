@@ -56,38 +56,6 @@ API_MODULES = (
 )
 PACKAGES = ("state_core", "state_random", "state_transform", "state_nn")
 
-# Modules not yet held to the reference's docstring rules (a docstring on every
-# public method, an ``Args:`` entry for every parameter), because they are being
-# rewritten. Empty it (or drop entries) once they comply: a name defined in one
-# of these modules (or below a package named here) is skipped by
-# ``test_every_public_name_has_a_docstring`` and
-# ``test_documented_callables_name_their_parameters``.
-DOCSTRING_CHECKS_PENDING: tuple[str, ...] = (
-    # the engine, being rewritten
-    "state_core.engine",
-    "state_core._stateful_function",
-    "state_core._replay",
-    "state_core._cache",
-    # the pipeline's modules, documented under state_core.engine
-    "state_core._program",
-    "state_core._signature",
-    "state_core._call_signature",
-    "state_core._graph",
-    "state_core._rules",
-    "state_core._tracing",
-    "state_core._sharding",
-    # the transforms' engine, being rewritten
-    "state_transform._jit",
-    "state_transform._grad",
-    "state_transform._mapping",
-    "state_transform._mapping_program",
-    "state_transform._shard_map",
-    "state_transform._control_flow",
-    "state_transform.engine",
-    "state_nn._map",
-    "state_nn._map_shard",
-)
-
 
 def mkdocs_config() -> dict[str, Any]:
     """``mkdocs.yml`` as data (tags such as mkdocs' ``!ENV`` read as None)."""
@@ -217,15 +185,15 @@ def test_every_public_name_has_a_docstring():
     missing = []
     for path, obj in names.items():
         defined_in = getattr(obj, "__module__", None) or ""
-        if inspect.ismodule(obj) or defined_in.split(".")[0] not in PACKAGES or _pending_module(defined_in):
-            continue  # modules, JAX's classes (engine.ArrayImpl), modules still being rewritten
+        if inspect.ismodule(obj) or defined_in.split(".")[0] not in PACKAGES:
+            continue  # modules, JAX's classes (engine.ArrayImpl)
         if callable(obj) and type(obj).__module__ != "typing" and not (obj.__doc__ or "").strip():
             missing.append(path)
         if inspect.isclass(obj):
             for owner in (obj, *_private_bases(obj, public)):
                 for attr, value in vars(owner).items():
                     fn = value.fget if isinstance(value, property) else getattr(value, "__func__", value)
-                    if attr.startswith("_") or not inspect.isfunction(fn) or _pending_module(fn.__module__):
+                    if attr.startswith("_") or not inspect.isfunction(fn):
                         continue
                     if not (fn.__doc__ or "").strip():
                         missing.append(f"{path}.{attr}")
@@ -292,14 +260,6 @@ def _undocumented(griffe: Any, obj: Any) -> list[str]:
     return [p.name for p in function.parameters if p.name not in ("self", "cls") and p.name not in documented]
 
 
-def _pending_module(module: str) -> bool:
-    return any(module == m or module.startswith(m + ".") for m in DOCSTRING_CHECKS_PENDING)
-
-
-def _pending(obj: Any) -> bool:
-    return _pending_module(obj.path if obj.is_module else obj.module.path)
-
-
 def undocumented_parameters() -> dict[str, list[str]]:
     """``reference name -> parameters without an Args entry`` for every documented callable."""
     griffe, collection = _load_api()
@@ -308,7 +268,7 @@ def undocumented_parameters() -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
 
     def check(path: str, obj: Any) -> None:
-        if _pending(obj) or not (obj.is_function or obj.is_class):
+        if not (obj.is_function or obj.is_class):
             return
         missing = _undocumented(griffe, obj)
         if missing:

@@ -58,6 +58,14 @@ class TraceCache:
     eviction (which happens only when a new trace is stored, under the owner's
     trace lock) drops the entry with the oldest stamp.
 
+    Args:
+        maxsize: how many entries to keep, a positive int (default
+            ``DEFAULT_CACHE_SIZE``, 64); storing one more drops the least recently
+            used.
+
+    Raises:
+        ValueError: ``maxsize`` is not a positive int.
+
     Example:
         >>> from state_core.engine import TraceCache
         >>> cache = TraceCache(maxsize=2)
@@ -75,7 +83,19 @@ class TraceCache:
         self._hit: CacheEntry[Any] | None = None  # the entry of the latest hit or put
 
     def get(self, key: Hashable) -> CacheEntry[Any] | None:
-        """The entry of ``key`` (marked as the most recently used), or None."""
+        """The entry of ``key`` (marked as the most recently used), or None.
+
+        Args:
+            key: a call signature's cache key (``get_arg_cache_key``).
+
+        Example:
+            >>> from types import SimpleNamespace
+            >>> from state_core.engine import TraceCache
+            >>> cache, entry = TraceCache(), SimpleNamespace()    # stands in for a CacheEntry
+            >>> cache.put('k', entry)
+            >>> cache.get('k') is entry, cache.get('other')
+            (True, None)
+        """
         entry = self._entries.get(key)
         if entry is not None and entry is not self._hit:
             self.touch(entry)
@@ -87,12 +107,41 @@ class TraceCache:
         Callers skip it when ``entry`` is already ``_hit``: repeated hits of the same
         entry keep their first stamp, as no other entry of this cache was stamped in
         between, so the least-recently-used order is the same.
+
+        Args:
+            entry: an entry stored in this cache (``put``); its ``last_used`` stamp
+                is renewed.
+
+        Example:
+            >>> from types import SimpleNamespace
+            >>> from state_core.engine import TraceCache
+            >>> cache = TraceCache(maxsize=2)
+            >>> a, b = SimpleNamespace(), SimpleNamespace()    # stand in for CacheEntry objects
+            >>> cache.put('a', a); cache.put('b', b)
+            >>> cache.touch(a)                                # 'b' is now the least recently used
+            >>> cache.put('c', SimpleNamespace())
+            >>> cache.keys()
+            ['a', 'c']
         """
         entry.last_used = next(_CLOCK)
         self._hit = entry
 
     def put(self, key: Hashable, entry: CacheEntry[Any]) -> None:
-        """Store ``entry`` under ``key``, dropping the least recently used beyond ``maxsize``."""
+        """Store ``entry`` under ``key``, dropping the least recently used beyond ``maxsize``.
+
+        Args:
+            key: the call signature's cache key; an entry already under it is replaced.
+            entry: the ``CacheEntry`` to keep; it becomes the most recently used.
+
+        Example:
+            >>> from types import SimpleNamespace
+            >>> from state_core.engine import TraceCache
+            >>> cache = TraceCache(maxsize=2)
+            >>> for key in 'abc':
+            ...     cache.put(key, SimpleNamespace())    # stands in for a CacheEntry
+            >>> cache.keys()
+            ['b', 'c']
+        """
         entry.last_used = next(_CLOCK)
         self._hit = entry
         entries = self._entries
@@ -102,12 +151,34 @@ class TraceCache:
             del entries[oldest]
 
     def pop(self, key: Hashable) -> None:
-        """Forget ``key`` (nothing happens if it is not cached)."""
+        """Forget ``key`` (nothing happens if it is not cached).
+
+        Args:
+            key: the cache key whose entry to drop.
+
+        Example:
+            >>> from types import SimpleNamespace
+            >>> from state_core.engine import TraceCache
+            >>> cache = TraceCache()
+            >>> cache.put('k', SimpleNamespace())    # stands in for a CacheEntry
+            >>> cache.pop('k'); cache.pop('never stored')
+            >>> len(cache)
+            0
+        """
         self._entries.pop(key, None)
         self._hit = None
 
     def clear(self) -> None:
-        """Forget every entry."""
+        """Forget every entry.
+
+        Example:
+            >>> from types import SimpleNamespace
+            >>> from state_core.engine import TraceCache
+            >>> cache = TraceCache()
+            >>> cache.put('k', SimpleNamespace())    # stands in for a CacheEntry
+            >>> cache.clear(); len(cache)
+            0
+        """
         self._entries.clear()
         self._hit = None
 
@@ -124,12 +195,42 @@ class TraceCache:
         return iter(list(self._entries))
 
     def keys(self) -> list[Hashable]:
+        """The cached keys, in insertion order (a copy: safe to iterate while the cache changes).
+
+        Example:
+            >>> from types import SimpleNamespace
+            >>> from state_core.engine import TraceCache
+            >>> cache = TraceCache()
+            >>> cache.put('a', SimpleNamespace()); cache.put('b', SimpleNamespace())
+            >>> cache.keys()
+            ['a', 'b']
+        """
         return list(self._entries)
 
     def values(self) -> list[CacheEntry[Any]]:
+        """The cached entries, in the order of ``keys()`` (a copy).
+
+        Example:
+            >>> from types import SimpleNamespace
+            >>> from state_core.engine import TraceCache
+            >>> cache, entry = TraceCache(), SimpleNamespace()    # stands in for a CacheEntry
+            >>> cache.put('a', entry)
+            >>> cache.values() == [entry]
+            True
+        """
         return list(self._entries.values())
 
     def items(self) -> list[tuple[Hashable, CacheEntry[Any]]]:
+        """``(key, entry)`` pairs, in the order of ``keys()`` (a copy).
+
+        Example:
+            >>> from types import SimpleNamespace
+            >>> from state_core.engine import TraceCache
+            >>> cache, entry = TraceCache(), SimpleNamespace()    # stands in for a CacheEntry
+            >>> cache.put('a', entry)
+            >>> cache.items() == [('a', entry)]
+            True
+        """
         return list(self._entries.items())
 
 
@@ -142,6 +243,10 @@ class FunctionRecord:
             Re-entrant, because the function may call itself while traced.
         learned: what the transform's strategy remembers between signatures (for
             example the axis a mapping stacked an undeclared state on).
+
+    Args:
+        maxsize: the ``maxsize`` of its ``TraceCache``: how many call signatures
+            stay compiled (default ``DEFAULT_CACHE_SIZE``, 64).
 
     Example:
         >>> from state_core.engine import FunctionRecord
@@ -158,7 +263,15 @@ class FunctionRecord:
         self.learned: dict[Any, Any] = {}
 
     def clear_cache(self) -> None:
-        """Forget every traced signature and what the strategy learned."""
+        """Forget every traced signature and what the strategy learned.
+
+        Example:
+            >>> from state_core.engine import FunctionRecord
+            >>> record = FunctionRecord()
+            >>> record.learned['axis'] = 0
+            >>> record.clear_cache(); record.learned, len(record.cache)
+            ({}, 0)
+        """
         with self.trace_lock:
             self.cache.clear()
             self.learned.clear()
@@ -173,6 +286,11 @@ def shared_record(identity: Hashable) -> FunctionRecord:
 
     The registry keeps the ``MAX_SHARED_FUNCTIONS`` most recently used records;
     an object that holds a dropped record keeps using it.
+
+    Args:
+        identity: a hashable key naming what the transformed function computes:
+            usually ``StatefulFunction.__engine_identity__()`` (its class,
+            ``callable_identity`` of its function and its options).
 
     Example:
         >>> from state_core.engine import shared_record
@@ -195,13 +313,31 @@ def shared_record(identity: Hashable) -> FunctionRecord:
 
 
 class Unshareable(Exception):
-    """Raised by ``frozen`` for an option that cannot name a program (the object keeps its own cache)."""
+    """Raised by ``frozen`` for an option that cannot name a program (the object keeps its own cache).
+
+    Example:
+        >>> import functools
+        >>> from state_core.engine import Unshareable, frozen
+        >>> class Unkeyed:
+        ...     def __engine_identity__(self):
+        ...         return None          # a transformation whose options cannot be keyed
+        ...     def __call__(self, x):
+        ...         return x
+        >>> try:
+        ...     frozen(functools.partial(Unkeyed(), 1))
+        ... except Unshareable:
+        ...     print('no key')
+        no key
+    """
 
 
 class IdentityRef:
     """A hashable stand-in for an object, equal only to a stand-in of the same object.
 
     It holds the object, so its ``id`` cannot be reused while the reference lives.
+
+    Args:
+        obj: any object, hashable or not; it is kept alive by the reference.
 
     Example:
         >>> from state_core.engine import IdentityRef
@@ -235,7 +371,16 @@ def frozen(x: Any, depth: int = 0) -> Hashable:
     Numbers and strings compare by value; tuples, lists and dicts by their items
     (dicts in insertion order, which filters depend on); functions by
     ``callable_identity``; other hashable values by equality; anything else by
-    identity. Raises ``Unshareable`` when no key can be made.
+    identity.
+
+    Args:
+        x: the option value (a number, string, tuple, list, dict, function, filter,
+            mesh ...).
+        depth: the nesting level reached so far (callers leave it at 0); past four
+            levels values compare by identity, so deep or cyclic structures end.
+
+    Raises:
+        Unshareable: ``x`` holds a function that no key can name.
 
     Example:
         >>> from state_core.engine import frozen
@@ -292,7 +437,17 @@ def callable_identity(fun: Any, depth: int = 0) -> Hashable | None:
     function every iteration); a bound method by its function and its object; a
     ``functools.partial`` by its function and arguments; an object that names
     itself with ``__engine_identity__()`` (state-aware transformations do) by that;
-    any other callable by identity. None when no key can be made.
+    any other callable by identity.
+
+    Args:
+        fun: the callable to name.
+        depth: the nesting level reached so far (callers leave it at 0); captured
+            values past four levels compare by identity.
+
+    Returns:
+        A hashable key, or None when no key can be made (``fun`` is, or wraps, a
+        state-aware transformation whose options cannot be keyed); the caller then
+        keeps its programs to itself.
 
     Example:
         >>> from state_core.engine import callable_identity
@@ -345,7 +500,21 @@ def _cell_is_set(cell: Any) -> bool:
 
 
 def register_cache_owner(owner: Any) -> None:
-    """Let ``clear_caches()`` reach ``owner`` (anything with a ``clear_cache()`` method); held weakly."""
+    """Let ``clear_caches()`` reach ``owner``; it is held weakly (registering keeps nothing alive).
+
+    Args:
+        owner: any weak-referenceable object with a ``clear_cache()`` method
+            (a ``StatefulFunction``, a ``FunctionRecord``).
+
+    Example:
+        >>> from state_core import clear_caches
+        >>> from state_core.engine import FunctionRecord, register_cache_owner
+        >>> record = FunctionRecord()
+        >>> record.learned['axis'] = 0
+        >>> register_cache_owner(record)
+        >>> clear_caches(); record.learned
+        {}
+    """
     _OWNERS.add(owner)
 
 

@@ -138,7 +138,28 @@ class CallSignature:
                     ) from None
 
     def get_arg_cache_key(self, *args: Any, **kwargs: Any) -> Hashable:
-        """The cache key of a call with these arguments (see ``get_jaxpr_by_cache``)."""
+        """The cache key of a call with these arguments (see ``get_jaxpr_by_cache``).
+
+        The key holds the arguments' structure, shapes, dtypes and weak types, the
+        values of the static arguments and the trace context; nothing is traced.
+
+        Args:
+            *args: the positional arguments of a call (static ones included).
+            **kwargs: the keyword arguments of a call.
+
+        Raises:
+            TypeError: an argument is not a value JAX can trace (mark it static),
+                or a static argument is not hashable.
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> from state_core import StatefulFunction
+            >>> f = StatefulFunction(lambda x: x + 1)
+            >>> f.get_arg_cache_key(jnp.zeros(2)) == f.get_arg_cache_key(jnp.ones(2))
+            True
+            >>> f.get_arg_cache_key(jnp.zeros(2)) == f.get_arg_cache_key(jnp.zeros(3))
+            False
+        """
         return self._call_key(args, kwargs)[0]
 
     def _call_key(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Hashable, Sequence[Any]]:

@@ -102,8 +102,17 @@ def walk_graph(
     States and the leaf types of ``OPAQUE`` (arrays, numbers, functions, classes,
     modules) are yielded but not entered; ``enter(obj)`` may refuse to enter other
     objects too (they are still yielded). Each object is yielded once, under the
-    first path found (depth-first). ``post_order=True`` yields an object after
-    everything below it (children before parents).
+    first path found (depth-first).
+
+    Args:
+        root: the object to start from (any object; it is yielded first, or last
+            with ``post_order``).
+        enter: a predicate called with each enterable object; False keeps the walk
+            out of it (it is still yielded). None (the default) enters every object
+            that is not a State or an opaque leaf.
+        post_order: yield an object after everything below it (children before
+            parents) instead of before (the default).
+        root_path: the path ``root`` is yielded under; every other path extends it.
 
     Example:
         >>> from state_core.engine import walk_graph
@@ -156,6 +165,10 @@ def graph_states(*roots: Any) -> dict[Path, State[Any]]:
     With one root, paths start at it; with several, each path starts with the
     root's index.
 
+    Args:
+        *roots: the objects to search (modules, dicts, lists, any object with
+            attributes).
+
     Example:
         >>> import jax.numpy as jnp
         >>> from state_core import State
@@ -182,6 +195,13 @@ def graph_roots(fun: Any) -> list[Any]:
     (``model`` in ``def step(): model.update()``); for ``functools.partial`` its
     function's roots and its arguments; an object that names its own roots with
     ``__graph_roots__()`` (state-aware transformations do) gives those.
+
+    Args:
+        fun: the callable a transformation traces.
+
+    Returns:
+        The roots, in a fixed order; an empty list when ``fun`` reaches no object
+        (a builtin, a class).
 
     Example:
         >>> from state_core.engine import graph_roots
@@ -237,21 +257,40 @@ def _cell_is_set(cell: Any) -> bool:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class GraphSnapshot:
-    """What a trace saw of the object graph around its function.
-
-    Attributes:
-        paths: every path that held a State before the trace ran.
-        used: ``(path, state)`` for the States the trace used that the graph held then.
+    """What a trace saw of the object graph around its function (made by ``snapshot_graph``).
 
     ``unchanged(now)`` is True while every used State is still at its path and no
     State appeared at a new path (a function that creates a State on its first call
     behaves differently on the next one: it must be traced again).
+
+    Args:
+        paths: every path that held a State before the trace ran.
+        used: ``(path, state)`` for the States the trace used that the graph held then.
     """
 
     paths: frozenset[Path]
     used: tuple[tuple[Path, State[Any]], ...]
 
     def unchanged(self, now: dict[Path, State[Any]]) -> bool:
+        """True if a program traced with this snapshot still fits the graph ``now``.
+
+        Args:
+            now: ``path -> State`` of the same roots at the time of the check
+                (``graph_states(*graph_roots(fun))``).
+
+        Returns:
+            False if a used State left its path (was replaced) or a State appeared
+            at a path that held none at trace time.
+
+        Example:
+            >>> from state_core import State
+            >>> from state_core.engine import graph_states, snapshot_graph
+            >>> net = {'w': State(1.0)}
+            >>> snap = snapshot_graph(graph_states(net), [net['w']])
+            >>> net['b'] = State(0.0)               # a State at a new path
+            >>> snap.unchanged(graph_states(net))
+            False
+        """
         for path, state in self.used:
             if now.get(path) is not state:
                 return False
@@ -260,6 +299,12 @@ class GraphSnapshot:
 
 def snapshot_graph(before: dict[Path, State[Any]], used: list[State[Any]] | tuple[State[Any], ...]) -> GraphSnapshot:
     """The ``GraphSnapshot`` of a trace that used ``used``, given the graph ``before`` it ran.
+
+    Args:
+        before: ``path -> State`` of the function's roots (``graph_states``), taken
+            before the trace ran.
+        used: the States the trace accessed (``Trace.states``); those the graph
+            did not hold are not checked later.
 
     Example:
         >>> import jax.numpy as jnp

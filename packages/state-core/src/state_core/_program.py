@@ -30,7 +30,9 @@ InfoT = TypeVar("InfoT")
 class Trace:
     """One run of a user function under a JAX trace: what it read, wrote and returned.
 
-    Attributes:
+    ``trace_function`` makes it; every field is also an attribute of the same name.
+
+    Args:
         key: the cache key of the call signature (``get_arg_cache_key``).
         closed_jaxpr: ``(input state leaves..., dynamic argument leaves...) ->
             (output leaves..., written state leaves..., created state leaves...)``.
@@ -45,11 +47,26 @@ class Trace:
         out_treedef: the structure of the function's return value.
         out_shapes: ``jax.ShapeDtypeStruct`` tree of the return value.
         n_out_leaves: how many leaves the return value has.
+        out_state_defs: per written state, then per created state, the pytree
+            structure of its new value (how the jaxpr's trailing outputs regroup).
         dyn_treedef: the structure of the dynamic ``(args, kwargs)``.
         n_args: how many positional arguments the call had (static ones included).
         cacheable: False when the jaxpr closes over tracers of an enclosing trace
             (such a program is valid for this one call only).
         context: the ``trace_context()`` it was traced in.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from state_core import State, StatefulFunction
+        >>> w, total = State(jnp.ones(2), name='w'), State(0.0, name='total')
+        >>> def step(x):
+        ...     total.value = total.value + (w.value * x).sum()
+        ...     return x * 2
+        >>> trace = StatefulFunction(step).trace(jnp.ones(2))
+        >>> [s.name for s in trace.in_states], [s.name for s in trace.out_states]
+        (['total', 'w'], ['total'])
+        >>> trace.rw_index, trace.ro_index, trace.out_shapes
+        ((0,), (1,), ShapeDtypeStruct(shape=(2,), dtype=float32))
     """
 
     key: Hashable
@@ -72,7 +89,16 @@ class Trace:
 
     @property
     def write_states(self) -> tuple[State[Any], ...]:
-        """The states the program gives new values for: written ones, then created ones."""
+        """The states the program gives new values for: written ones, then created ones.
+
+        Example:
+            >>> from state_core import State, StatefulFunction
+            >>> s = State(0.0, name='s')
+            >>> def f():
+            ...     s.value = s.value + 1
+            >>> [t.name for t in StatefulFunction(f).trace().write_states]
+            ['s']
+        """
         return self.out_states + self.created_states
 
     @property
@@ -101,11 +127,43 @@ class Trace:
         return result
 
     def split_values(self, values: Sequence[Any]) -> tuple[list[Any], list[Any]]:
-        """``values`` (one per input state) as ``(written-state values, read-only values)``."""
+        """``values`` (one per input state) as ``(written-state values, read-only values)``.
+
+        Args:
+            values: one value per state of ``in_states``, in that order.
+
+        Returns:
+            ``(rw, ro)``: the values of the input states the program also writes
+            (``rw_index`` order), then of those it only reads (``ro_index`` order),
+            the two argument lists a ``Program.run`` takes first.
+
+        Example:
+            >>> from state_core import State, StatefulFunction
+            >>> a, b = State(1.0), State(2.0)
+            >>> def f():
+            ...     b.value = a.value + b.value
+            >>> trace = StatefulFunction(f).trace()
+            >>> rw, ro = trace.split_values(['a', 'b'])
+            >>> rw, ro, trace.merge_values(rw, ro)
+            (['b'], ['a'], ['a', 'b'])
+        """
         return [values[k] for k in self.rw_index], [values[k] for k in self.ro_index]
 
     def merge_values(self, rw: Sequence[Any], ro: Sequence[Any]) -> list[Any]:
-        """Inverse of ``split_values``: one value per input state, in ``in_states`` order."""
+        """Inverse of ``split_values``: one value per input state, in ``in_states`` order.
+
+        Args:
+            rw: the values of the written input states, in ``rw_index`` order.
+            ro: the values of the read-only input states, in ``ro_index`` order.
+
+        Example:
+            >>> from state_core import State, StatefulFunction
+            >>> a, b = State(1.0), State(2.0)
+            >>> def f():
+            ...     a.value = a.value + b.value
+            >>> StatefulFunction(f).trace().merge_values(['new a'], ['b'])
+            ['new a', 'b']
+        """
         return merger(self)(rw, ro)
 
     def __repr__(self) -> str:
@@ -120,6 +178,21 @@ def merger(trace: Trace) -> Callable[[Sequence[Any], Sequence[Any]], list[Any]]:
 
     Compiled programs use it: a program that referred to its own trace would keep
     an evicted entry alive until a full garbage collection.
+
+    Args:
+        trace: the trace whose ``rw_index`` / ``ro_index`` the merge follows.
+
+    Returns:
+        ``merge(rw, ro) -> values``: one value per state of ``trace.in_states``.
+
+    Example:
+        >>> from state_core import State, StatefulFunction
+        >>> from state_core.engine import merger
+        >>> a, b = State(1.0), State(2.0)
+        >>> def f():
+        ...     b.value = a.value + b.value
+        >>> merger(StatefulFunction(f).trace())(['new b'], ['a'])
+        ['a', 'new b']
     """
     rw_index, ro_index = trace.rw_index, trace.ro_index
 
@@ -141,6 +214,14 @@ def jaxpr_evaluator(trace: Trace) -> Callable[[Sequence[Any], Sequence[Any]], tu
     per input state, ``dyn_leaves`` the dynamic argument leaves. Every strategy builds
     its program around it (under ``jax.jit``, ``jax.vmap``, ``lax.scan`` ...). The
     function does not refer to ``trace``.
+
+    Args:
+        trace: the ``Trace`` whose ``closed_jaxpr`` to evaluate.
+
+    Returns:
+        ``evaluate(state_values, dyn_leaves)``, returning the function's output (a
+        pytree like ``trace.out_shapes``), the new values of ``trace.out_states``
+        and those of ``trace.created_states``.
 
     Example:
         >>> import jax.numpy as jnp
@@ -182,31 +263,52 @@ def jaxpr_evaluator(trace: Trace) -> Callable[[Sequence[Any], Sequence[Any]], tu
 class Program:
     """A compiled program for one ``Trace``, as a transform's strategy built it.
 
-    Attributes:
+    A strategy's ``_compile`` returns it; the pipeline may replace the optional
+    fields (``dataclasses.replace``). Every field is also an attribute of the same name.
+
+    Args:
         run: ``(written state values, read-only state values, *dynamic leaves) ->
             (output, new values for write_back)``, usually a ``jax.jit`` function
             (compiled at its first call).
         write_back: the states that receive the new values, in order.
         donating: the same program with the written states' values donated
             (``donate_argnums`` on its first argument): run when nothing but their
-            States refers to them, so their buffers are updated in place; None when
-            the program cannot reuse them.
-        keeps_layout_on_one_device: set by the pipeline: the program runs on one
-            device and gives every written state a value of its shape and dtype, so
-            with all its inputs on one device it may donate from its first call.
+            States refers to them, so their buffers are updated in place; None (the
+            default) when the program cannot reuse them.
+        keeps_layout_on_one_device: set by the pipeline (strategies leave the
+            default False): the program runs on one device and gives every written
+            state a value of its shape and dtype, so with all its inputs on one
+            device it may donate from its first call.
         eager: the same computation without ``jax.jit`` (runs op by op, no XLA compile),
             used for the first call of a program when compiling would cost more than
-            running it; None when the program must always be compiled.
+            running it; None (the default) when the program must always be compiled.
         block: wait for the results before writing them back (the program may fail
             after dispatch: it calls back into Python or spans several devices).
+            Default False; the pipeline turns it on when either is the case.
         on_failure: called with the input state values (in ``in_states`` order) when
-            the program raises; random keys advance there.
+            the program raises; random keys advance there. None (the default):
+            nothing to undo.
         prepare: ``(values, leaves) -> (values, leaves)`` before the run (places inputs
-            on the devices the program expects).
+            on the devices the program expects), with one value per input state in
+            ``in_states`` order; None (the default) runs on the values as they are.
         check: ``output -> output`` on the concrete output of a top-level run, after the
             results are ready and before any state is written: it raises to fail the
             call (every state keeps its value) or returns what the caller receives. A
             program with a check never donates (a failed check must find the inputs intact).
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from state_core import State, StatefulFunction
+        >>> from state_core.engine import CacheEntry, Program, pure_program
+        >>> total = State(jnp.zeros(()))
+        >>> def add(x):
+        ...     total.value = total.value + x
+        ...     return total.value * 2
+        >>> trace = StatefulFunction(add).trace(jnp.ones(()))
+        >>> program = Program(run=jax.jit(pure_program(trace)), write_back=trace.write_states)
+        >>> out, new_values = program.run([jnp.array(1.0)], [], jnp.array(2.0))    # rw, ro, x
+        >>> float(out), [float(v) for v in new_values]
+        (6.0, [3.0])
     """
 
     run: Callable[..., Any]
@@ -223,11 +325,19 @@ class Program:
 class CacheEntry(Generic[InfoT]):
     """A cached ``(Trace, strategy info, Program)`` and what a replay updates.
 
-    Attributes:
+    Args:
         trace: the frozen ``Trace``.
-        info: what the transform's strategy decided about the trace (its own frozen type).
-        program: the frozen ``Program``.
-        graph: the ``GraphSnapshot`` of the object graph around the function, or None.
+        info: what the transform's strategy decided about the trace (its own frozen
+            type, returned by ``_analyze``).
+        program: the frozen ``Program`` built from ``trace`` and ``info``.
+        graph: the ``GraphSnapshot`` of the object graph around the function, or None
+            (no object-graph check).
+        generation: the State-creation count (``GENERATION.value``) when the graph
+            was snapshotted; stored as ``graph_generation``.
+
+    The four records are kept as attributes of the same names; besides them:
+
+    Attributes:
         graph_generation: the State-creation count at the last graph check.
         runner: the closure that runs the program (``program_runner``).
         ref_avals: the avals of the input state values at the last successful check
@@ -236,6 +346,20 @@ class CacheEntry(Generic[InfoT]):
         env_reads: the ``state_core.environ`` settings the trace read (their values are
             constants of the program), or None; the program is reused only while they
             are unchanged.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from state_core import State, StatefulFunction
+        >>> from state_core.engine import CacheEntry, Program, pure_program, replay
+        >>> total = State(jnp.zeros(()))
+        >>> def add(x):
+        ...     total.value = total.value + x
+        ...     return total.value * 2
+        >>> trace = StatefulFunction(add).trace(jnp.ones(()))
+        >>> program = Program(run=jax.jit(pure_program(trace)), write_back=trace.write_states)
+        >>> entry = CacheEntry(trace, None, program, None, 0)
+        >>> replay(entry, [jnp.array(3.0)], 'add'), total.value
+        (Array(6., dtype=float32), Array(3., dtype=float32))
     """
 
     __slots__ = (
@@ -265,7 +389,21 @@ class CacheEntry(Generic[InfoT]):
 
     @property
     def block(self) -> bool:
-        """Whether the program waits for its results before writing them back."""
+        """Whether the program waits for its results before writing them back (``Program.block``).
+
+        Example:
+            >>> import jax, jax.numpy as jnp
+            >>> from state_core import State, StatefulFunction
+            >>> from state_core.engine import CacheEntry, Program, pure_program
+            >>> total = State(jnp.zeros(()))
+            >>> def add(x):
+            ...     total.value = total.value + x
+            ...     return total.value * 2
+            >>> trace = StatefulFunction(add).trace(jnp.ones(()))
+            >>> program = Program(run=jax.jit(pure_program(trace)), write_back=trace.write_states)
+            >>> CacheEntry(trace, None, program, None, 0).block
+            False
+        """
         return self.program.block
 
     def __repr__(self) -> str:

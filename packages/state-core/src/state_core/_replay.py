@@ -48,6 +48,12 @@ _CONCRETE = (ArrayImpl, PRNGKeyArray)
 def read_state_values(states: Sequence[State[Any]]) -> list[Any]:
     """Current values of ``states``, recording the reads on any active trace stack.
 
+    Args:
+        states: the States to read, in the order wanted.
+
+    Returns:
+        One value per state, in the same order.
+
     Example:
         >>> from state_core import State
         >>> from state_core.engine import read_state_values
@@ -66,6 +72,17 @@ def write_state_values(states: Sequence[State[Any]], values: Sequence[Any], who:
     asynchronous exception (``KeyboardInterrupt``) arrives in between, so an
     interrupted call leaves either every state written or none. Inside a
     state-aware trace the writes are recorded on the active trace stacks.
+
+    Args:
+        states: the States to write.
+        values: one new value per state, in the same order.
+        who: names the transformation (or function) in the error message.
+
+    Raises:
+        StateLeakError: outside any state-aware trace, the first new value is a
+            tracer of a plain JAX transformation (``jax.jit`` around a
+            state-aware call): writing it would leak the tracer. No state is
+            written.
 
     Example:
         >>> from state_core import State
@@ -122,6 +139,14 @@ STATES_CHANGED: Any = type("StatesChanged", (), {"__repr__": lambda self: "<stat
 def handout_locks(states: Sequence[State[Any]]) -> tuple[threading.Lock, ...]:
     """The distinct ``handout_lock()`` of ``states``, in a fixed order (so two callers never deadlock).
 
+    Args:
+        states: the States a program reads or writes; those whose
+            ``handout_lock()`` is None (most kinds) contribute nothing.
+
+    Returns:
+        The locks to acquire in order (and release in reverse) around the read,
+        run and write-back of a program; empty for most programs.
+
     Example:
         >>> from state_core import State
         >>> from state_core.engine import handout_locks
@@ -165,6 +190,20 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
 
     Returns:
         The ``run`` closure.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from state_core import State, StatefulFunction
+        >>> from state_core.engine import CacheEntry, Program, pure_program, program_runner
+        >>> total = State(jnp.zeros(()))
+        >>> def add(x):
+        ...     total.value = total.value + x
+        ...     return total.value * 2
+        >>> trace = StatefulFunction(add).trace(jnp.ones(()))
+        >>> program = Program(run=jax.jit(pure_program(trace)), write_back=trace.write_states)
+        >>> run = program_runner(CacheEntry(trace, None, program, None, 0))
+        >>> run([jnp.array(3.0)], 'add'), total.value
+        (Array(6., dtype=float32), Array(3., dtype=float32))
     """
     trace, program = entry.trace, entry.program
     compiled = program.run
@@ -349,6 +388,23 @@ def replay(entry: CacheEntry[Any], leaves: Sequence[Any], who: str, eager_ok: bo
     Returns:
         The program's output, or ``STATES_CHANGED`` (having run nothing) if an input
         state no longer matches the trace (another thread resized it in between).
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from state_core import State, StatefulFunction
+        >>> from state_core.engine import CacheEntry, Program, pure_program, replay
+        >>> total = State(jnp.zeros(()))
+        >>> def add(x):
+        ...     total.value = total.value + x
+        ...     return total.value * 2
+        >>> trace = StatefulFunction(add).trace(jnp.ones(()))
+        >>> program = Program(run=jax.jit(pure_program(trace)), write_back=trace.write_states)
+        >>> entry = CacheEntry(trace, None, program, None, 0)
+        >>> replay(entry, [jnp.array(3.0)], 'add'), total.value
+        (Array(6., dtype=float32), Array(3., dtype=float32))
+        >>> total.value = jnp.zeros(3)              # no longer the traced shape
+        >>> replay(entry, [jnp.array(1.0)], 'add')
+        <states changed>
     """
     run = entry.runner
     if run is None:
@@ -361,6 +417,9 @@ _CALLBACK_PRIMITIVES = frozenset({"debug_callback", "io_callback", "pure_callbac
 
 def may_fail_at_run_time(jaxpr: Any) -> bool:
     """True if ``jaxpr`` (or a sub-jaxpr) calls back into Python, which may raise after dispatch.
+
+    Args:
+        jaxpr: an open ``jax.extend.core.Jaxpr`` (``closed_jaxpr.jaxpr``).
 
     Example:
         >>> import jax
@@ -391,6 +450,10 @@ _COMPILING_PRIMITIVES = frozenset({"scan", "while", "cond", "xla_pmap", "shard_m
 def runs_cheaply_op_by_op(jaxpr: Any) -> bool:
     """True if evaluating ``jaxpr`` op by op compiles no new program (no loops, branches, pmap or shard_map).
 
+    Args:
+        jaxpr: an open ``jax.extend.core.Jaxpr`` (``closed_jaxpr.jaxpr``); its
+            sub-jaxprs are searched too.
+
     Example:
         >>> import jax
         >>> from state_core.engine import runs_cheaply_op_by_op
@@ -418,6 +481,9 @@ _MULTI_DEVICE_PRIMITIVES = frozenset({"shard_map", "xla_pmap", "sharding_constra
 
 def spans_devices(jaxpr: Any) -> bool:
     """True if ``jaxpr`` (or a sub-jaxpr) places values on devices itself (shard_map, pmap, shardings).
+
+    Args:
+        jaxpr: an open ``jax.extend.core.Jaxpr`` (``closed_jaxpr.jaxpr``).
 
     Example:
         >>> import jax

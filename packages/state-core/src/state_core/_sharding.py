@@ -35,6 +35,16 @@ def sharding_annotation(state: State[Any]) -> PartitionSpec | NamedSharding | No
 
     Args:
         state: the state whose ``sharding`` metadata is read.
+
+    Raises:
+        TypeError: the metadata is neither a ``PartitionSpec`` nor a ``NamedSharding``.
+
+    Example:
+        >>> from jax.sharding import PartitionSpec as P
+        >>> from state_core import State
+        >>> from state_core.engine import sharding_annotation
+        >>> sharding_annotation(State(0.0, sharding=P('x'))), sharding_annotation(State(0.0))
+        (P('x',), None)
     """
     annotation = state.metadata.get("sharding")
     if annotation is None or isinstance(annotation, (PartitionSpec, NamedSharding)):
@@ -50,6 +60,18 @@ def annotated_spec(state: State[Any]) -> PartitionSpec | None:
 
     Args:
         state: the state whose ``sharding`` metadata is read.
+
+    Raises:
+        TypeError: the metadata is neither a ``PartitionSpec`` nor a ``NamedSharding``.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from jax.sharding import NamedSharding, PartitionSpec as P
+        >>> from state_core import State
+        >>> from state_core.engine import annotated_spec
+        >>> mesh = jax.make_mesh((jax.device_count(),), ('x',))
+        >>> annotated_spec(State(jnp.zeros(8), sharding=NamedSharding(mesh, P('x'))))
+        P('x',)
     """
     annotation = sharding_annotation(state)
     if isinstance(annotation, NamedSharding):
@@ -65,6 +87,22 @@ def check_spec_fits(spec: PartitionSpec, mesh: Any, value: Any, where: str) -> N
         mesh: the mesh it is laid out on.
         value: the value (any pytree) whose every leaf must fit ``spec``.
         where: what the value is, the start of the message (a state's description).
+
+    Raises:
+        ValueError: ``spec`` has more entries than a leaf has dimensions, names an
+            axis ``mesh`` lacks, or splits a dimension whose size the devices of its
+            axes do not divide.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from jax.sharding import PartitionSpec as P
+        >>> from state_core.engine import check_spec_fits
+        >>> mesh = jax.make_mesh((1,), ('x',))
+        >>> check_spec_fits(P('x'), mesh, jnp.zeros(4), 'w')
+        >>> check_spec_fits(P('y'), mesh, jnp.zeros(4), 'w')
+        Traceback (most recent call last):
+        ...
+        ValueError: w is annotated with sharding P('y',), which names mesh axis 'y', but the mesh has axes ('x',).
     """
     for leaf in jax.tree.leaves(value):
         shape = tuple(leaf.shape) if hasattr(leaf, "shape") else tuple(np.shape(leaf))
@@ -103,6 +141,22 @@ def state_sharding(state: State[Any], mesh: Any = None, path: Any = None) -> Nam
         mesh: the mesh to lay the annotation out on; None: a NamedSharding's own mesh, else the mesh set with
             ``jax.set_mesh``.
         path: the state's path in its collection, named in error messages; None: no path.
+
+    Raises:
+        ValueError: no mesh is given or set, or the spec does not fit the value
+            (see ``check_spec_fits``).
+        TypeError: the annotation is neither a ``PartitionSpec`` nor a ``NamedSharding``.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from jax.sharding import PartitionSpec as P
+        >>> from state_core import State
+        >>> from state_core.engine import state_sharding
+        >>> mesh = jax.make_mesh((1,), ('x',))
+        >>> state_sharding(State(jnp.zeros(4), sharding=P('x')), mesh).spec
+        P('x',)
+        >>> state_sharding(State(jnp.zeros(4))) is None
+        True
     """
     annotation = sharding_annotation(state)
     if annotation is None:
@@ -182,8 +236,19 @@ def input_placer(
     """A ``Program.prepare`` that moves input state values to the shardings the program expects.
 
     A value moved eagerly is stored back in its state, so the next call finds it in
-    place (no copy, no new compile for a new input layout). ``None`` shardings are
-    left alone.
+    place (no copy, no new compile for a new input layout).
+
+    Args:
+        in_states: the program's input states (``Trace.in_states``).
+        shardings: one ``NamedSharding`` per input state, or None for a state the
+            program takes as it is.
+        place: ``place(value, sharding) -> value``: how one state value is moved
+            (default ``place_value``); an engine with a layout of its own passes
+            its placement.
+
+    Returns:
+        ``prepare(values, leaves) -> (values, leaves)``, with one value per input
+        state; the dynamic argument leaves pass through.
 
     Example:
         >>> import jax, jax.numpy as jnp

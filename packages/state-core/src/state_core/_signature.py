@@ -50,6 +50,17 @@ def leaf_signature(x: Any) -> Hashable:
 
     Python scalars are described by their type alone (JAX treats them as weakly typed).
 
+    Args:
+        x: one leaf of a call's dynamic arguments: a JAX or NumPy array, a Python
+            number, a tracer or a ``jax.ShapeDtypeStruct``.
+
+    Returns:
+        ``(shape, dtype, weak_type)`` (plus the mesh type of a traced value inside
+        ``shard_map``), or the type of a Python scalar.
+
+    Raises:
+        TypeError: ``x`` is not a value JAX can trace (a string, an arbitrary object).
+
     Example:
         >>> import jax.numpy as jnp
         >>> from state_core.engine import leaf_signature
@@ -91,6 +102,9 @@ def canonical_signature(x: Any) -> tuple[Any, ...]:
     Unlike ``leaf_signature`` this canonicalises (a Python float is a weak
     float32, a float64 NumPy array is float32 unless x64 is enabled).
 
+    Args:
+        x: an array, a Python or NumPy number, a tracer or a ``jax.ShapeDtypeStruct``.
+
     Example:
         >>> from state_core.engine import canonical_signature
         >>> canonical_signature(1.0)
@@ -105,6 +119,10 @@ def state_signature(value: Any) -> Any:
 
     A single array gives its ``(shape, dtype, weak_type)``; a pytree gives the
     tuple of its leaves' signatures.
+
+    Args:
+        value: a state's value: an array, a typed PRNG key, a number or a pytree
+            of those.
 
     Example:
         >>> import jax.numpy as jnp
@@ -131,6 +149,11 @@ def _key_signature(key: Any) -> tuple[Any, ...]:
 
 def states_match(values: Sequence[Any], signatures: Sequence[Any]) -> bool:
     """True if every value has the signature recorded at trace time (``state_signature``).
+
+    Args:
+        values: the input states' current values.
+        signatures: one ``state_signature`` per value, in the same order (a
+            ``Trace``'s ``state_sigs``); the lengths are not checked.
 
     Example:
         >>> import jax.numpy as jnp
@@ -163,8 +186,13 @@ def values_unchanged(values: list[Any], sigs: Sequence[Any], ref: list[Any] | No
     call, so when every value is an array whose aval is the very object in ``ref``
     (the avals at the last successful check), nothing can have changed: one
     C-level identity comparison per state. Otherwise the signatures are compared,
-    and on success ``ref`` is updated in place for the next call. ``ref=None``
-    always compares signatures.
+    and on success ``ref`` is updated in place for the next call.
+
+    Args:
+        values: the input states' current values.
+        sigs: one ``state_signature`` per value, in the same order.
+        ref: the reference avals, one per value (``reference_avals``), updated in
+            place when the signatures match; None always compares signatures.
 
     Example:
         >>> import jax.numpy as jnp
@@ -190,6 +218,9 @@ def reference_avals(values: Sequence[Any]) -> list[Any] | None:
     None turns the identity shortcut off for good (pytree values or typed keys,
     whose avals are not stable objects).
 
+    Args:
+        values: the input states' values at the first check.
+
     Example:
         >>> import jax.numpy as jnp
         >>> from state_core.engine import reference_avals
@@ -203,6 +234,10 @@ def reference_avals(values: Sequence[Any]) -> list[Any] | None:
 
 def positional_key(args: tuple[Any, ...]) -> tuple[Any, ...]:
     """The cache key of a call whose arguments are all concrete arrays: their avals' triples.
+
+    Args:
+        args: the call's positional arguments, every one a concrete ``jax.Array``
+            (not a tracer, NumPy array or number: the caller checks).
 
     Example:
         >>> import jax.numpy as jnp
@@ -248,6 +283,11 @@ def context_markers() -> tuple[Hashable, ...]:
 
 class pushed_context:
     """Add ``marker`` to ``trace_context()`` while the ``with`` block runs (this thread only).
+
+    Args:
+        marker: a hashable value naming what the engine does differently in this
+            context (``'pmap2'``); programs traced inside are cached apart from
+            those traced without it.
 
     Example:
         >>> from state_core import StateTraceStack

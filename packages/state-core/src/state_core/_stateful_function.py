@@ -97,6 +97,10 @@ def pure_program(trace: Trace) -> Callable[..., tuple[Any, list[Any]]]:
     states). This is the default program; ``jax.jit`` of it is what a plain
     ``StatefulFunction`` runs.
 
+    Args:
+        trace: the ``Trace`` to turn into a program; the function returned does
+            not refer to it.
+
     Example:
         >>> import jax.numpy as jnp
         >>> from state_core import State, StatefulFunction
@@ -497,6 +501,11 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
         (``out_states``). No state is read or written by this call. A cached
         signature whose states changed shape or dtype is traced again.
 
+        Args:
+            *args: the positional arguments of the call to trace (static ones
+                included).
+            **kwargs: its keyword arguments.
+
         Example:
             >>> import jax.numpy as jnp
             >>> from state_core import State, StatefulFunction
@@ -511,6 +520,11 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
 
     def make_jaxpr(self, *args: Any, **kwargs: Any) -> Any:
         """Trace (if needed) for these arguments and return the closed jaxpr.
+
+        Args:
+            *args: the positional arguments of the call to trace (static ones
+                included).
+            **kwargs: its keyword arguments.
 
         Example:
             >>> from state_core import StatefulFunction
@@ -541,6 +555,12 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
     def get_jaxpr_by_cache(self, key: Hashable) -> Any:
         """The closed jaxpr traced for ``key`` (from ``get_arg_cache_key``).
 
+        Args:
+            key: the cache key of a call already traced.
+
+        Raises:
+            ValueError: no program is cached for ``key``.
+
         Example:
             >>> from state_core import StatefulFunction
             >>> f = StatefulFunction(lambda x: x + 1)
@@ -552,6 +572,14 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
 
     def get_traced_call(self, key: Hashable | None = None) -> Trace:
         """The ``Trace`` record for ``key`` (default: the latest call's).
+
+        Args:
+            key: the cache key of a call already traced (``get_arg_cache_key``), or
+                None for the latest call's trace.
+
+        Raises:
+            ValueError: nothing is cached for ``key``, or (``key=None``) the
+                function has not been traced yet.
 
         Example:
             >>> from state_core import State, StatefulFunction
@@ -566,9 +594,14 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
     def get_states(self, *args: Any, **kwargs: Any) -> list[State[Any]]:
         """Every state the function accessed for a call with these arguments, in first-access order.
 
-        Without arguments, the latest trace is described; ``compile_if_miss=False``
-        raises instead of tracing a new signature. ``get_states_by_cache(key)`` takes
-        a key from ``get_arg_cache_key``.
+        ``get_states_by_cache(key)`` takes a key from ``get_arg_cache_key`` instead.
+
+        Args:
+            *args: the positional arguments of a call (static ones included).
+            **kwargs: the keyword arguments of a call; ``compile_if_miss=False``
+                among them raises ``ValueError`` for a signature not traced yet
+                instead of tracing it. Without any argument the latest trace is
+                described.
 
         Example:
             >>> import jax.numpy as jnp
@@ -585,15 +618,62 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
         return list(self._traced_for(args, kwargs).states)
 
     def get_read_states(self, *args: Any, **kwargs: Any) -> list[State[Any]]:
-        """States the function read but never wrote (arguments as for ``get_states``)."""
+        """States the function read but never wrote, in first-access order.
+
+        Args:
+            *args: the positional arguments of a call (static ones included).
+            **kwargs: the keyword arguments of a call; ``compile_if_miss=False``
+                among them raises ``ValueError`` for a signature not traced yet
+                instead of tracing it. Without any argument the latest trace is
+                described.
+
+        Example:
+            >>> from state_core import State, StatefulFunction
+            >>> rate, total = State(0.5, name='rate'), State(0.0, name='total')
+            >>> def add(x):
+            ...     total.value = total.value + rate.value * x
+            >>> [s.name for s in StatefulFunction(add).get_read_states(2.0)]
+            ['rate']
+        """
         return list(self._traced_for(args, kwargs).read_only_states)
 
     def get_write_states(self, *args: Any, **kwargs: Any) -> list[State[Any]]:
-        """States the function wrote (arguments as for ``get_states``)."""
+        """States the function wrote, in first-access order.
+
+        Args:
+            *args: the positional arguments of a call (static ones included).
+            **kwargs: the keyword arguments of a call; ``compile_if_miss=False``
+                among them raises ``ValueError`` for a signature not traced yet
+                instead of tracing it. Without any argument the latest trace is
+                described.
+
+        Example:
+            >>> from state_core import State, StatefulFunction
+            >>> rate, total = State(0.5, name='rate'), State(0.0, name='total')
+            >>> def add(x):
+            ...     total.value = total.value + rate.value * x
+            >>> [s.name for s in StatefulFunction(add).get_write_states(2.0)]
+            ['total']
+        """
         return list(self._traced_for(args, kwargs).out_states)
 
     def get_out_shapes(self, *args: Any, **kwargs: Any) -> Any:
-        """``jax.ShapeDtypeStruct`` tree of the function's output (arguments as for ``get_states``)."""
+        """``jax.ShapeDtypeStruct`` tree of the function's output; runs nothing.
+
+        Args:
+            *args: the positional arguments of a call (static ones included).
+            **kwargs: the keyword arguments of a call; ``compile_if_miss=False``
+                among them raises ``ValueError`` for a signature not traced yet
+                instead of tracing it. Without any argument the latest trace is
+                described.
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> from state_core import StatefulFunction
+            >>> f = StatefulFunction(lambda x: (x.sum(), x * 2))
+            >>> f.get_out_shapes(jnp.ones((3, 2)))
+            (ShapeDtypeStruct(shape=(), dtype=float32), ShapeDtypeStruct(shape=(3, 2), dtype=float32))
+        """
         return self._traced_for(args, kwargs).out_shapes
 
     def clear_cache(self) -> None:

@@ -37,6 +37,9 @@ def abstract_value(x: Any) -> Any:
     traced without them lacks the ``pvary`` (whose transpose is the ``psum`` of
     gradients) that JAX inserts where varying and replicated values meet.
 
+    Args:
+        x: an array, a Python or NumPy number, a tracer or a ``jax.ShapeDtypeStruct``.
+
     Example:
         >>> import jax.numpy as jnp
         >>> from state_core.engine import abstract_value

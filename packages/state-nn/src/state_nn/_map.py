@@ -323,7 +323,21 @@ class Map(Module):
     # ------------------------------------------------------------------ state
     @property
     def dict_vmap_states(self) -> dict[Any, list[State[Any]]] | None:
-        """``{axis: [states]}`` created by ``init_all_states``, or ``None`` before it."""
+        """``{axis: [states]}`` created by ``init_all_states``, or ``None`` before it.
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> import state_core, state_nn
+            >>> class Bias(state_nn.Module):
+            ...     def init_state(self):
+            ...         self.b = state_core.ParamState(jnp.zeros(2))
+            >>> ens = state_nn.Map(Bias(), init_map_size=4)
+            >>> ens.dict_vmap_states is None
+            True
+            >>> ens.init_all_states()
+            >>> {axis: [s.value.shape for s in states] for axis, states in ens.dict_vmap_states.items()}
+            {0: [(4, 2)]}
+        """
         return self._cache.groups
 
     def _require_init(self, what: str) -> _MapCache:
@@ -341,6 +355,15 @@ class Map(Module):
 
         Must be called before ``update`` / ``map``. Calling it again re-creates
         the states and rebuilds the cached mappings.
+
+        Args:
+            *args: not accepted: ``Map`` passes keyword arguments only.
+            **kwargs: passed to the wrapped module's ``init_all_states`` (and so to
+                every ``init_state`` hook; ``node_to_exclude`` included), the same
+                for every member.
+
+        Raises:
+            TypeError: positional arguments were given.
 
         Example:
             >>> import jax.numpy as jnp
@@ -432,13 +455,22 @@ class Map(Module):
 
         Positional arguments are mapped as ``in_axes`` says, keyword arguments
         are shared by every member, and the result is stacked as ``out_axes``
-        says. Raises ``ValueError`` before ``init_all_states``.
+        says.
 
         A state that existed before ``init_all_states`` (for example a layer
         created in the module's ``__init__``) is shared by all members; when the
         update writes one, a ``UserWarning`` names it once (create it in
         ``init_state`` instead, or name it in ``call_state_axes`` if sharing is
         intended).
+
+        Args:
+            *args: the module's positional arguments, each mapped over the axis
+                ``in_axes`` gives it (size ``init_map_size``; None passes the
+                same value to every member).
+            **kwargs: the module's keyword arguments, passed whole to every member.
+
+        Raises:
+            ValueError: ``init_all_states`` has not been called yet.
 
         Example:
             >>> import jax.numpy as jnp
@@ -599,6 +631,13 @@ class Map(Module):
         The arguments are compile-time constants shared by all members (they
         must be hashable, e.g. a batch size). ``reset_state`` hooks should assign
         ``state.value``; each member's write lands in its own slice.
+
+        Args:
+            *args: passed to every ``reset_state`` hook (hashable).
+            **kwargs: passed to every ``reset_state`` hook (hashable).
+
+        Raises:
+            ValueError: ``init_all_states`` has not been called yet.
 
         Example:
             >>> import jax.numpy as jnp

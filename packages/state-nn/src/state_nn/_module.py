@@ -617,10 +617,6 @@ class Module(ModuleDisplay):
                 run theirs unless the filter matches them too.
             **kwargs: passed to every ``init_state``.
 
-        Args:
-            *args: passed to every ``init_state`` hook.
-            **kwargs: passed to every ``init_state`` hook.
-
         Example:
             >>> import state_nn
             >>> calls = []

@@ -65,6 +65,18 @@ class ControlFlow(StatefulFunction):
     ``lax`` primitive and writes the carried states. Two calls with bodies that
     compute the same thing (the same function, or a lambda written in the same
     place over the same objects) and the same parameters share their programs.
+
+    Args:
+        bodies: the user's body functions (loop body, condition, branches ...).
+        names: one label per body (``'body_fun'``, ``'true_fun'`` ...), used in
+            messages as ``"{who}: {name}"``.
+        who: the name of the loop or branch function (``'scan'``, ``'cond'``);
+            it also names the ``StatefulFunction``.
+        params: the call's options that change the program (a length, a flag),
+            compared by value (``frozen``) so equal calls share their programs.
+
+    Raises:
+        TypeError: a body is not callable, or is a State.
     """
 
     __module__ = "state_transform"
@@ -91,7 +103,28 @@ class ControlFlow(StatefulFunction):
         raise NotImplementedError
 
     def trace_body(self, k: int, args: Any, kwargs: dict[str, Any] | None = None) -> Trace:
-        """Trace ``bodies[k]`` with ``args`` (values or ``ShapeDtypeStruct`` leaves)."""
+        """Trace ``bodies[k]`` with ``args`` (values or ``ShapeDtypeStruct`` leaves).
+
+        Args:
+            k: the index of the body in ``bodies``.
+            args: the body's positional arguments, a tuple of values or
+                ``jax.ShapeDtypeStruct`` leaves (for example a loop carry and one
+                ``slice_spec`` of the scanned input).
+            kwargs: its keyword arguments (None: none).
+
+        Raises:
+            ValueError: the body creates a State (see ``trace_body``).
+
+        Example:
+            >>> from state_core import State
+            >>> from state_transform.engine import ControlFlow
+            >>> s = State(0.0, name='s')
+            >>> def body(x):
+            ...     s.value = s.value + x
+            >>> loop = ControlFlow([body], ['body_fun'], 'my_loop', params=None)
+            >>> [t.name for t in loop.trace_body(0, (1.0,)).out_states]
+            ['s']
+        """
         return trace_body(self.bodies[k], f"{self.who}: {self.body_names[k]}", args, kwargs or {}, self.who)
 
 
@@ -102,9 +135,28 @@ def trace_body(fun: Callable[..., Any], name: str, args: Any, kwargs: dict[str, 
     (a loop of another length or a branch used elsewhere reuses the trace), with
     its own object-graph check.
 
+    Args:
+        fun: the body function.
+        name: how messages name it (``"scan: f"``).
+        args: its positional arguments, a tuple of values or
+            ``jax.ShapeDtypeStruct`` leaves.
+        kwargs: its keyword arguments.
+        who: the loop or branch function, named in the error.
+
     Raises:
         ValueError: the body creates a State (it would be created anew at every
             iteration or branch, which a compiled loop cannot do).
+
+    Example:
+        >>> import jax
+        >>> from state_core import State
+        >>> from state_transform.engine import trace_body
+        >>> s = State(0.0, name='s')
+        >>> def body(x):
+        ...     s.value = s.value + x
+        >>> trace = trace_body(body, 'loop: body', (jax.ShapeDtypeStruct((), 'float32'),), {}, 'loop')
+        >>> [t.name for t in trace.in_states], [t.name for t in trace.out_states]
+        (['s'], ['s'])
     """
     trace = StatefulFunction(fun, name=name).trace(*args, **kwargs)
     if trace.created_states:
@@ -122,6 +174,15 @@ def slice_spec(x: Any) -> jax.ShapeDtypeStruct:
 
     Inside ``shard_map`` a traced slice keeps the mesh axes ``x`` varies over, so a
     loop body is traced with the types it runs with (``check_vma``).
+
+    Args:
+        x: an array or tracer with at least one dimension (a scanned input).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from state_transform.engine import slice_spec
+        >>> slice_spec(jnp.zeros((5, 3)))
+        ShapeDtypeStruct(shape=(3,), dtype=float32)
     """
     aval = jax.typeof(x)
     if isinstance(x, jax.core.Tracer) and mesh_type(aval) is not None:
@@ -145,6 +206,28 @@ class Carry:
     Read the states' values with ``read()`` inside ``_run`` (these are reads of the
     pipeline's trace), thread ``carried`` through the primitive, and ``write(new)``
     the final carried values afterwards.
+
+    Args:
+        writers: the body traces whose written states (``out_states``) are
+            carried, in the order the traces list them.
+        readers: the body traces whose other input states are invariant (read,
+            never written by any writer).
+
+    Attributes:
+        carried: the carried states.
+        invariant: the states only read.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from state_core import State
+        >>> from state_transform.engine import Carry, trace_body
+        >>> acc, rate = State(jnp.zeros(()), name='acc'), State(jnp.full((), 2.0), name='rate')
+        >>> def body(x):
+        ...     acc.value = acc.value + rate.value * x
+        >>> trace = trace_body(body, 'loop: body', (1.0,), {}, 'loop')
+        >>> carry = Carry([trace], [trace])
+        >>> [s.name for s in carry.carried], [s.name for s in carry.invariant]
+        (['acc'], ['rate'])
     """
 
     def __init__(self, writers: Sequence[Trace], readers: Sequence[Trace]) -> None:
@@ -168,18 +251,71 @@ class Carry:
         self._avals: list[tuple[Any, ...]] = []
 
     def read(self) -> tuple[list[Any], list[Any]]:
-        """The current values of the carried and the invariant states."""
+        """The current values of the carried and the invariant states.
+
+        It also records the carried values' types, which ``check_avals`` and
+        ``outputs`` compare against.
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> from state_core import State
+            >>> from state_transform.engine import Carry, trace_body
+            >>> acc, rate = State(jnp.zeros(()), name='acc'), State(jnp.full((), 2.0), name='rate')
+            >>> def body(x):
+            ...     acc.value = acc.value + rate.value * x
+            >>> trace = trace_body(body, 'loop: body', (1.0,), {}, 'loop')
+            >>> carry = Carry([trace], [trace])
+            >>> carry.read()
+            ([Array(0., dtype=float32)], [Array(2., dtype=float32, weak_type=True)])
+        """
         carried = [s.value for s in self.carried]
         self._avals = [_leaf_avals(v) for v in carried]
         return carried, [s.value for s in self.invariant]
 
     def write(self, values: Sequence[Any]) -> None:
-        """Give every carried state its final value."""
+        """Give every carried state its final value.
+
+        Args:
+            values: one value per state of ``carried``, in that order.
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> from state_core import State
+            >>> from state_transform.engine import Carry, trace_body
+            >>> acc, rate = State(jnp.zeros(()), name='acc'), State(jnp.full((), 2.0), name='rate')
+            >>> def body(x):
+            ...     acc.value = acc.value + rate.value * x
+            >>> trace = trace_body(body, 'loop: body', (1.0,), {}, 'loop')
+            >>> carry = Carry([trace], [trace])
+            >>> carry.write([jnp.full((), 5.0)])
+            >>> float(acc.value)
+            5.0
+        """
         for state, value in zip(self.carried, values, strict=True):
             state.value = value
 
     def inputs_of(self, trace: Trace) -> Callable[[Sequence[Any], Sequence[Any]], list[Any]]:
-        """``(carried values, invariant values) -> one value per input state of trace``."""
+        """``(carried values, invariant values) -> one value per input state of trace``.
+
+        Args:
+            trace: one of the traces the carry was built from.
+
+        Returns:
+            ``gather(carried, invariant)``, giving the values ``trace``'s jaxpr takes
+            for its input states (``jaxpr_evaluator``'s ``state_values``).
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> from state_core import State
+            >>> from state_transform.engine import Carry, trace_body
+            >>> acc, rate = State(jnp.zeros(()), name='acc'), State(jnp.full((), 2.0), name='rate')
+            >>> def body(x):
+            ...     acc.value = acc.value + rate.value * x
+            >>> trace = trace_body(body, 'loop: body', (1.0,), {}, 'loop')
+            >>> carry = Carry([trace], [trace])
+            >>> carry.inputs_of(trace)(['value of acc'], ['value of rate'])
+            ['value of acc', 'value of rate']
+        """
         where = [self._pos[id(s)] for s in trace.in_states]
 
         def gather(carried: Sequence[Any], invariant: Sequence[Any]) -> list[Any]:
@@ -188,7 +324,33 @@ class Carry:
         return gather
 
     def check_avals(self, writers: Sequence[Trace], who: str) -> None:
-        """Every written state keeps its shape and dtype from one iteration (branch) to the next."""
+        """Check that every written state keeps its shape and dtype from one iteration (branch) to the next.
+
+        Call it after ``read()``, which records the carried values' types.
+
+        Args:
+            writers: the body traces whose written values to check.
+            who: the loop or branch function, named in the error.
+
+        Raises:
+            ValueError: a body writes a state with another shape or dtype than it
+                holds before the call (naming the state and both types).
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> from state_core import State
+            >>> from state_transform.engine import Carry, trace_body
+            >>> acc = State(jnp.zeros(()), name='acc')
+            >>> def grow():
+            ...     acc.value = jnp.zeros(3)
+            >>> trace = trace_body(grow, 'loop: grow', (), {}, 'loop')
+            >>> carry = Carry([trace], [trace])
+            >>> _ = carry.read()
+            >>> carry.check_avals([trace], 'loop')
+            Traceback (most recent call last):
+            ...
+            ValueError: loop writes State 'acc' with a value of type float32[3], but the state holds float32[] ...
+        """
         pos = {id(s): k for k, s in enumerate(self.carried)}
         for trace in writers:
             avals = trace.closed_jaxpr.out_avals[trace.n_out_leaves :]
@@ -209,8 +371,28 @@ class Carry:
     def outputs(self, trace: Trace, written: Sequence[Any], carried: Sequence[Any]) -> list[Any]:
         """The carried values after ``trace`` ran: its writes, the others passed through.
 
-        A written leaf that is strongly typed where the carry is weakly typed (or the
-        other way round) is cast, so the carry keeps one type across iterations.
+        A written leaf that is weakly typed where the carry is strongly typed is cast,
+        so the carry keeps one type across iterations.
+
+        Args:
+            trace: the body trace that ran.
+            written: its new values of ``trace.out_states`` (from
+                ``jaxpr_evaluator``), in that order.
+            carried: the carried values before it ran, one per state of
+                ``carried``.
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> from state_core import State
+            >>> from state_transform.engine import Carry, trace_body
+            >>> acc, rate = State(jnp.zeros(()), name='acc'), State(jnp.full((), 2.0), name='rate')
+            >>> def body(x):
+            ...     acc.value = acc.value + rate.value * x
+            >>> trace = trace_body(body, 'loop: body', (1.0,), {}, 'loop')
+            >>> carry = Carry([trace], [trace])
+            >>> _ = carry.read()
+            >>> carry.outputs(trace, [jnp.ones(())], [jnp.zeros(())])
+            [Array(1., dtype=float32)]
         """
         new = list(carried)
         pos = {id(s): k for k, s in enumerate(self.carried)}

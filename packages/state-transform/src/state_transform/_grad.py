@@ -69,6 +69,22 @@ def _checked_by(raise_if_nan: Callable[[Any], None]) -> Callable[[Any], Any]:
 class GradFunction(StatefulFunction, Generic[_R]):
     """The callable ``grad`` returns; see ``grad`` for the calling convention.
 
+    Args:
+        fun: returns a scalar loss (or ``(loss, aux)`` with ``has_aux=True``); it
+            may read and write States.
+        grad_states: a State, or a list/tuple/dict of States, to differentiate
+            with respect to; the state gradients mirror this structure (a plain
+            dict for a ``StateDict``). None (the default): arguments only.
+        argnums: positional argument(s) to differentiate with respect to: an int
+            or a sequence of ints. None means 0 when ``grad_states`` is None, and
+            no argument otherwise.
+        has_aux: ``fun`` returns ``(loss, aux)``; ``aux`` is passed through
+            undifferentiated.
+        return_value: also return the loss.
+
+    Raises:
+        TypeError: ``grad_states`` holds something that is not a State.
+
     Example:
         >>> import jax.numpy as jnp
         >>> from state_core import ParamState
@@ -383,7 +399,9 @@ def grad(
     """Differentiate a scalar-valued ``fun`` with respect to States and/or arguments.
 
     Args:
-        fun: returns a scalar loss (or ``(loss, aux)`` with ``has_aux=True``).
+        fun: returns a scalar loss (or ``(loss, aux)`` with ``has_aux=True``); it
+            may read and write States. ``None`` returns a decorator that takes the
+            function.
         grad_states: a State, or a list/tuple/dict of States (e.g. ``module.states(ParamState)``),
             to differentiate with respect to; the state gradients mirror this structure
             (a plain dict for a ``StateDict``).

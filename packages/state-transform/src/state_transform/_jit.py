@@ -67,6 +67,30 @@ class JittedFunction(StatefulFunction):
     holds is never donated, and states the function only reads never are.
     ``donate_states=False`` always allocates new buffers.
 
+    Args:
+        fun: the function to compile; it may read and write ``State.value`` but
+            must not take or return States.
+        static_argnums: positions of arguments that are compile-time constants
+            (hashable; a new value traces again), as in ``jax.jit``.
+        static_argnames: names of keyword arguments that are compile-time constants.
+        donate_argnums: positions of the user's arguments whose buffers the
+            program may reuse, as in ``jax.jit`` (the caller must not use those
+            arrays afterwards). States are donated by ``donate_states``, never here.
+        donate_states: update written States in place when nothing but the State
+            refers to the old value (the default); ``False`` always allocates new
+            buffers.
+        name: a label for reprs and messages (default: ``fun.__name__``).
+        in_shardings: as in ``jax.jit``, for the non-static positional arguments
+            only: one sharding (or None) per argument, a pytree of shardings
+            matching it, or a single sharding for all. Unset: JAX chooses.
+        out_shardings: as in ``jax.jit``, for the return value only. Unset: JAX
+            chooses.
+        cache_size: how many call signatures stay compiled (default 64, least
+            recently used dropped beyond it); a function with its own cache size
+            keeps its programs to itself.
+        **jit_kwargs: any other ``jax.jit`` option (``keep_unused``,
+            ``compiler_options`` ...), applied to the program.
+
     Attributes:
         origin_fun: the function given to ``jit``.
         stateful_fun: the ``StatefulFunction`` that traces it (this object).
@@ -115,7 +139,19 @@ class JittedFunction(StatefulFunction):
 
     @property
     def stateful_fun(self) -> StatefulFunction:
-        """The ``StatefulFunction`` tracing ``origin_fun`` (for introspection)."""
+        """The ``StatefulFunction`` tracing ``origin_fun`` (for introspection): this object itself.
+
+        Example:
+            >>> from state_core import State
+            >>> from state_transform import jit
+            >>> s = State(0.0, name='s')
+            >>> def bump():
+            ...     s.value = s.value + 1
+            >>> f = jit(bump)
+            >>> f()
+            >>> f.stateful_fun is f, [t.name for t in f.stateful_fun.get_write_states()]
+            (True, ['s'])
+        """
         return self
 
     # ------------------------------------------------------------------ program
@@ -237,6 +273,11 @@ class JittedFunction(StatefulFunction):
         Its arguments are the written states' values, the read-only states' values
         and the user's arguments.
 
+        Args:
+            *args: the positional arguments of the call to lower (static ones
+                included); traced first if the signature is new.
+            **kwargs: its keyword arguments.
+
         Example:
             >>> import jax.numpy as jnp
             >>> from state_core import State
@@ -254,6 +295,11 @@ class JittedFunction(StatefulFunction):
 
     def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
         """The ``jax.ShapeDtypeStruct`` tree of the return value, without running or writing anything.
+
+        Args:
+            *args: the positional arguments of a call (arrays or
+                ``jax.ShapeDtypeStruct`` leaves; static ones included).
+            **kwargs: its keyword arguments.
 
         Example:
             >>> import jax.numpy as jnp
@@ -323,15 +369,34 @@ def jit(
     run the compiled program and write the new state values back. Works as
     ``jit(fn)``, ``@jit``, ``@jit(static_argnums=...)`` and on methods (one
     compiled function per instance), and composes with ``vmap2``, ``pmap2``,
-    ``grad`` and itself. ``name=`` labels it in messages; other keyword arguments
-    (``in_shardings``, ``out_shardings``, ...) go to ``jax.jit`` and apply to the
-    user's arguments and return value. ``.lower(...)`` and ``.eval_shape(...)``
-    work as on a ``jax.jit`` function.
+    ``grad`` and itself. ``.lower(...)`` and ``.eval_shape(...)`` work as on a
+    ``jax.jit`` function.
 
     A State created with ``sharding=`` (a ``PartitionSpec`` on the mesh set with
     ``jax.set_mesh``, or a ``NamedSharding``) is laid out that way: the program
     takes and returns its value with that sharding, so it stays split across
     the devices from call to call. Unannotated states get no constraint.
+
+    Args:
+        fun: the function to compile; it may read and write ``State.value`` but
+            must not take or return States. ``None`` returns a decorator that
+            takes the function (``@jit(static_argnums=1)``).
+        static_argnums: positions of arguments that are compile-time constants
+            (hashable; a new value traces again), as in ``jax.jit``.
+        static_argnames: names of keyword arguments that are compile-time constants.
+        donate_argnums: positions of the user's arguments whose buffers the
+            program may reuse, as in ``jax.jit``; the caller must not use those
+            arrays afterwards.
+        donate_states: update the states ``fun`` writes in place when nothing but
+            the State refers to the old value (the default); ``False`` always
+            allocates new buffers.
+        **jit_kwargs: ``name=`` (a label for messages), ``cache_size=`` (how many
+            call signatures stay compiled, default 64), ``in_shardings`` /
+            ``out_shardings`` (as in ``jax.jit``, for the user's arguments and
+            return value) and any other ``jax.jit`` option.
+
+    Returns:
+        A ``JittedFunction`` (or, without ``fun``, a decorator that makes one).
 
     Example:
         >>> import jax.numpy as jnp

@@ -80,7 +80,10 @@ class _MappingTrace:
 class MappingInfo:
     """How a traced signature of a ``StatefulMapping`` is mapped (its strategy's record).
 
-    Attributes:
+    ``StatefulMapping._analyze`` makes it and ``build_mapped_program`` reads it;
+    every field is also an attribute of the same name.
+
+    Args:
         axis_size: the number of lanes.
         axis_name: the axis name bound in the program (the user's; a private one when a
             lane must find its index and the user gave none; else None).
@@ -634,6 +637,12 @@ class StatefulMapping(StatefulFunction):
 
         Its outputs are the mapped return value and the new values of the written
         states (per-lane jaxpr: ``get_traced_call(key).closed_jaxpr``).
+
+        Args:
+            key: the cache key of a call already traced (``get_arg_cache_key``).
+
+        Raises:
+            ValueError: no program is cached for ``key``.
 
         Example:
             >>> import jax.numpy as jnp

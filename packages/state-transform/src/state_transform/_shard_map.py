@@ -103,6 +103,28 @@ class ShardMapFunction(StatefulFunction):
     program, which the compiled ``jax.shard_map`` then runs. Cached calls do not
     run it.
 
+    Args:
+        fun: the function run on every shard (per-shard shapes); it may read and
+            write States but must not take or return them.
+        mesh: the ``jax.sharding.Mesh`` of devices.
+        in_specs: a ``PartitionSpec`` per positional argument (a tuple or list),
+            or one spec (None: ``P()``) for all; keyword arguments are replicated.
+        out_specs: a ``PartitionSpec`` or pytree of them for the return value.
+        state_in_specs: None (every state replicated, unless its ``sharding``
+            annotation says otherwise), one ``PartitionSpec`` for every state, or
+            ``{State or filter: PartitionSpec}`` (first match wins).
+        state_out_specs: the same for the new values of written states; a state
+            it does not cover keeps the spec it came in with.
+        check_vma: type values by the mesh axes they vary over and check
+            replicated outputs, as ``jax.shard_map`` does (default True).
+        donate_states: update written states in place when nothing but the State
+            refers to the old value (the default); ``False`` always allocates new
+            buffers.
+
+    Raises:
+        TypeError: ``mesh`` is not a ``Mesh``, or ``state_in_specs`` /
+            ``state_out_specs`` is not one of the forms above.
+
     Example:
         >>> import jax, jax.numpy as jnp
         >>> from jax.sharding import PartitionSpec as P
