@@ -7,7 +7,7 @@ import types
 import warnings
 import weakref
 from collections.abc import Callable, Hashable
-from typing import Any, cast
+from typing import Any, Generic, cast
 
 import jax
 
@@ -21,6 +21,7 @@ from state_random import is_random_state
 
 from ._map_shard import MemberLayout, ShardedMapping, member_layout, place_members
 from ._module import Module
+from ._typing import M
 
 __all__ = ["Map"]
 
@@ -171,7 +172,7 @@ class _MapCaller:
         return f"<Map caller {self.name} in_axes={self.in_axes!r}>"
 
 
-class Map(Module):
+class Map(Module, Generic[M]):
     """Run a Module as ``init_map_size`` members, vectorised on one device or spread over several.
 
     ``init_all_states(**kwargs)`` runs ``module.init_all_states(**kwargs)`` once under
@@ -277,7 +278,7 @@ class Map(Module):
 
     def __init__(
         self,
-        module: Module,
+        module: M,
         init_map_size: int,
         init_state_axes: dict[Any, FilterLike] | None = None,
         state_tag: str | None = None,

@@ -22,6 +22,7 @@ from state_core.engine import jaxpr_evaluator
 
 from ._control_flow import Carry, ControlFlow, check_body, jit_disabled
 from ._loops import check_cond_trace
+from ._typing import C
 
 __all__ = ["bounded_while_loop", "nested_bounded_loop", "rounded_steps"]
 
@@ -116,13 +117,13 @@ class _BoundedWhile(ControlFlow):
 
 
 def bounded_while_loop(
-    cond_fun: Callable[[Any], Any],
-    body_fun: Callable[[Any], Any],
-    init_val: Any,
+    cond_fun: Callable[[C], Any],
+    body_fun: Callable[[C], C],
+    init_val: C,
     *,
     max_steps: int,
     base: int = 16,
-) -> Any:
+) -> C:
     """A while loop that stops after at most ``max_steps`` steps and is reverse-mode differentiable.
 
     Runs ``val = body_fun(val)`` while ``cond_fun(val)`` is true and fewer than

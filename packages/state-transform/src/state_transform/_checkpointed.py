@@ -20,6 +20,7 @@ from ._bounded_while import nested_bounded_loop, rounded_steps
 from ._control_flow import Carry, ControlFlow, check_body, jit_disabled, slice_spec
 from ._loops import _loop_length, for_loop, scan
 from ._progress import ProgressBar, as_progress_bar, progress_reporter
+from ._typing import C, X, Y
 
 __all__ = ["checkpointed_scan", "checkpointed_for_loop"]
 
@@ -90,15 +91,15 @@ def _checked(length: int, base: Any, progress_bar: Any, who: str) -> ProgressBar
 
 
 def checkpointed_scan(
-    f: Callable[[Any, Any], tuple[Any, Any]],
-    init: Any,
-    xs: Any = None,
+    f: Callable[[C, X], tuple[C, Y]],
+    init: C,
+    xs: X | None = None,
     length: int | None = None,
     base: int = 16,
     pbar: Any = None,
     *,
     progress_bar: Any = None,
-) -> tuple[Any, Any]:
+) -> tuple[C, Y]:
     """``scan`` whose reverse-mode derivative stores about ``base * log_base(length)`` carries, not ``length``.
 
     Same steps, results and state updates as ``scan(f, init, xs, length)``:
@@ -144,13 +145,13 @@ def checkpointed_scan(
 
 
 def checkpointed_for_loop(
-    f: Callable[..., Any],
+    f: Callable[..., Y],
     *xs: Any,
     length: int | None = None,
     base: int = 16,
     pbar: Any = None,
     progress_bar: Any = None,
-) -> Any:
+) -> Y:
     """``for_loop`` whose reverse-mode derivative stores about ``base * log_base(length)`` carries.
 
     Same steps, outputs and state updates as ``for_loop(f, *xs, length=length)``:

@@ -25,10 +25,15 @@ from state_core.engine import (
     user_stacklevel,
 )
 
+from ._typing import P, Q, R
+
 __all__ = ["grad", "GradFunction"]
 
-# What calling a GradFunction returns: grads, (grads, loss), (grads, aux) or (grads, loss, aux).
-_R = TypeVar("_R", covariant=True)
+# A GradFunction[P, R] takes the function's parameters P; R is what its call returns:
+# grads, (grads, loss), (grads, aux) or (grads, loss, aux). The loss and aux types come
+# from the function's return type (`_L`, `_A`: its `(loss, aux)` pair with has_aux=True).
+_L = TypeVar("_L")
+_A = TypeVar("_A")
 
 
 def _is_state(x: Any) -> bool:
@@ -66,7 +71,7 @@ def _checked_by(raise_if_nan: Callable[[Any], None]) -> Callable[[Any], Any]:
     return check
 
 
-class GradFunction(StatefulFunction, Generic[_R]):
+class GradFunction(StatefulFunction, Generic[P, R]):
     """The callable ``grad`` returns; see ``grad`` for the calling convention.
 
     Args:
@@ -81,9 +86,12 @@ class GradFunction(StatefulFunction, Generic[_R]):
         has_aux: ``fun`` returns ``(loss, aux)``; ``aux`` is passed through
             undifferentiated.
         return_value: also return the loss.
+        debug_nan: refuse a call whose loss or gradients hold a NaN or Inf
+            (``FloatingPointError``, nothing written); see ``grad``.
 
     Raises:
-        TypeError: ``grad_states`` holds something that is not a State.
+        TypeError: ``grad_states`` holds something that is not a State, or a state
+            whose value is not floating-point (at the first call).
 
     Example:
         >>> import jax.numpy as jnp
@@ -103,7 +111,7 @@ class GradFunction(StatefulFunction, Generic[_R]):
 
     def __init__(
         self,
-        fun: Callable[..., Any],
+        fun: Callable[P, Any],
         grad_states: Any = None,
         argnums: int | Sequence[int] | None = None,
         has_aux: bool = False,
@@ -296,7 +304,7 @@ class GradFunction(StatefulFunction, Generic[_R]):
             )
 
     @api_boundary
-    def __call__(self, *args: Any, **kwargs: Any) -> _R:
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         result = super().__call__(*args, **kwargs)
         if not self._returns_state_dict:
             return result
@@ -327,8 +335,9 @@ class GradFunction(StatefulFunction, Generic[_R]):
 
 
 # The overloads give each calling convention its own return type: a decorator
-# factory without ``fun``; with ``fun``, a GradFunction whose call returns grads,
-# (grads, loss), (grads, aux) or (grads, loss, aux) by has_aux / return_value.
+# factory without ``fun``; with it, a GradFunction taking ``fun``'s parameters whose
+# call returns grads, (grads, loss), (grads, aux) or (grads, loss, aux) by has_aux /
+# return_value (when they are not literals, the last overload: an untyped result).
 @overload
 def grad(
     fun: None = None,
@@ -337,55 +346,55 @@ def grad(
     has_aux: bool = False,
     return_value: bool = False,
     debug_nan: bool = False,
-) -> Callable[[Callable[..., Any]], GradFunction[Any]]: ...
+) -> Callable[[Callable[Q, Any]], GradFunction[Q, Any]]: ...
 @overload
 def grad(
-    fun: Callable[..., Any],
+    fun: Callable[P, Any],
     grad_states: Any = None,
     argnums: int | Sequence[int] | None = None,
     has_aux: Literal[False] = False,
     return_value: Literal[False] = False,
     debug_nan: bool = False,
-) -> GradFunction[Any]: ...
+) -> GradFunction[P, Any]: ...
 @overload
 def grad(
-    fun: Callable[..., Any],
+    fun: Callable[P, _L],
     grad_states: Any = None,
     argnums: int | Sequence[int] | None = None,
     has_aux: Literal[False] = False,
     *,
     return_value: Literal[True],
     debug_nan: bool = False,
-) -> GradFunction[tuple[Any, Any]]: ...
+) -> GradFunction[P, tuple[Any, _L]]: ...
 @overload
 def grad(
-    fun: Callable[..., Any],
+    fun: Callable[P, tuple[_L, _A]],
     grad_states: Any = None,
     argnums: int | Sequence[int] | None = None,
     *,
     has_aux: Literal[True],
     return_value: Literal[False] = False,
     debug_nan: bool = False,
-) -> GradFunction[tuple[Any, Any]]: ...
+) -> GradFunction[P, tuple[Any, _A]]: ...
 @overload
 def grad(
-    fun: Callable[..., Any],
+    fun: Callable[P, tuple[_L, _A]],
     grad_states: Any = None,
     argnums: int | Sequence[int] | None = None,
     *,
     has_aux: Literal[True],
     return_value: Literal[True],
     debug_nan: bool = False,
-) -> GradFunction[tuple[Any, Any, Any]]: ...
+) -> GradFunction[P, tuple[Any, _L, _A]]: ...
 @overload
 def grad(
-    fun: Callable[..., Any],
+    fun: Callable[P, Any],
     grad_states: Any = None,
     argnums: int | Sequence[int] | None = None,
     has_aux: bool = False,
     return_value: bool = False,
     debug_nan: bool = False,
-) -> GradFunction[Any]: ...
+) -> GradFunction[P, Any]: ...
 
 
 def grad(
@@ -395,7 +404,7 @@ def grad(
     has_aux: bool = False,
     return_value: bool = False,
     debug_nan: bool = False,
-) -> GradFunction[Any] | Callable[[Callable[..., Any]], GradFunction[Any]]:
+) -> GradFunction[..., Any] | Callable[[Callable[..., Any]], GradFunction[..., Any]]:
     """Differentiate a scalar-valued ``fun`` with respect to States and/or arguments.
 
     Args:
@@ -436,7 +445,7 @@ def grad(
     """
     if fun is None:
 
-        def decorate(f: Callable[..., Any]) -> GradFunction[Any]:
+        def decorate(f: Callable[..., Any]) -> GradFunction[..., Any]:
             return GradFunction(f, grad_states, argnums, has_aux, return_value, debug_nan)
 
         return decorate

@@ -6,7 +6,7 @@ import functools
 import types
 import weakref
 from collections.abc import Callable, Iterable
-from typing import Any, NamedTuple, cast, overload
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, NamedTuple, Self, cast, overload
 
 import jax
 
@@ -24,6 +24,8 @@ from state_core.engine import (
     state_label,
     state_sharding,
 )
+
+from ._typing import P, Q, R, S, T
 
 __all__ = ["jit", "JittedFunction"]
 
@@ -54,7 +56,7 @@ class JitInfo(NamedTuple):
         return any(s is not None for s in self.in_shardings + self.out_shardings)
 
 
-class JittedFunction(StatefulFunction):
+class JittedFunction(StatefulFunction, Generic[P, R]):
     """The callable ``jit`` returns: a ``StatefulFunction`` compiled with ``jax.jit``.
 
     The compiled program takes the values of the states the function writes, the
@@ -114,7 +116,7 @@ class JittedFunction(StatefulFunction):
 
     def __init__(
         self,
-        fun: Callable[..., Any],
+        fun: Callable[P, R],
         static_argnums: int | Iterable[int] = (),
         static_argnames: str | Iterable[str] = (),
         donate_argnums: int | Iterable[int] = (),
@@ -136,6 +138,10 @@ class JittedFunction(StatefulFunction):
         self.jit_kwargs = jit_kwargs
         self._bound: dict[int, tuple[Any, JittedFunction]] = {}
         functools.update_wrapper(self, fun, updated=())
+
+    if TYPE_CHECKING:  # the call takes and returns what `fun` does (StatefulFunction.__call__ runs it)
+
+        def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R: ...
 
     @property
     def stateful_fun(self) -> StatefulFunction:
@@ -309,6 +315,13 @@ class JittedFunction(StatefulFunction):
         """
         return self._lookup(args, kwargs)[0].trace.out_shapes
 
+    # On the class: this object; on an instance: the method bound to it, without `self`.
+    @overload
+    def __get__(self, obj: None, objtype: type | None = None) -> Self: ...
+    @overload
+    def __get__(
+        self: JittedFunction[Concatenate[T, Q], S], obj: T, objtype: type | None = None
+    ) -> JittedFunction[Q, S]: ...
     def __get__(self, obj: Any, objtype: type | None = None) -> Any:
         """Used as a method decorator: one jitted function per instance, bound to it."""
         if obj is None:
@@ -337,13 +350,13 @@ class JittedFunction(StatefulFunction):
 # `jit(f, ...)` is the compiled function; `jit(...)` without `f` is a decorator.
 @overload
 def jit(
-    fun: Callable[..., Any],
+    fun: Callable[P, R],
     static_argnums: int | Iterable[int] = (),
     static_argnames: str | Iterable[str] = (),
     donate_argnums: int | Iterable[int] = (),
     donate_states: bool = True,
     **jit_kwargs: Any,
-) -> JittedFunction: ...
+) -> JittedFunction[P, R]: ...
 @overload
 def jit(
     fun: None = None,
@@ -352,7 +365,7 @@ def jit(
     donate_argnums: int | Iterable[int] = (),
     donate_states: bool = True,
     **jit_kwargs: Any,
-) -> Callable[[Callable[..., Any]], JittedFunction]: ...
+) -> Callable[[Callable[Q, S]], JittedFunction[Q, S]]: ...
 
 
 def jit(

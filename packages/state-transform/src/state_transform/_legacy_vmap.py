@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import Any, overload
 
 import jax
 
 from state_core import BatchAxisError, State
 
 from ._mapping import StatefulMapping
+from ._typing import P, Q, R, S
 from ._vmap import vmap2
 
 __all__ = ["vmap"]
@@ -40,6 +41,33 @@ def _declared(states: Any, what: str) -> dict[int, list[State[Any]]]:
                     f"States), but it contains a {type(s).__name__}."
                 )
     return declared
+
+
+# `vmap(f, ...)` is the mapped function; `vmap(...)` without `f` is a decorator.
+@overload
+def vmap(
+    fn: Callable[P, R],
+    *,
+    in_axes: Any = 0,
+    out_axes: Any = 0,
+    axis_name: Hashable | None = None,
+    axis_size: int | None = None,
+    spmd_axis_name: Hashable | None = None,
+    in_states: Any = None,
+    out_states: Any = None,
+) -> StatefulMapping[P, R]: ...
+@overload
+def vmap(
+    fn: None = None,
+    *,
+    in_axes: Any = 0,
+    out_axes: Any = 0,
+    axis_name: Hashable | None = None,
+    axis_size: int | None = None,
+    spmd_axis_name: Hashable | None = None,
+    in_states: Any = None,
+    out_states: Any = None,
+) -> Callable[[Callable[Q, S]], StatefulMapping[Q, S]]: ...
 
 
 def vmap(

@@ -21,6 +21,7 @@ from state_core.engine import Trace, jaxpr_evaluator
 
 from ._control_flow import Carry, ControlFlow, check_body, jit_disabled, slice_spec
 from ._progress import ProgressBar, as_progress_bar, progress_reporter
+from ._typing import C, X, Y
 
 __all__ = ["scan", "for_loop", "fori_loop", "while_loop", "map"]
 
@@ -160,16 +161,16 @@ def _run_scan(
 
 
 def scan(
-    f: Callable[[Any, Any], tuple[Any, Any]],
-    init: Any,
-    xs: Any = None,
+    f: Callable[[C, X], tuple[C, Y]],
+    init: C,
+    xs: X | None = None,
     length: int | None = None,
     reverse: bool = False,
     unroll: int | bool = 1,
     *,
     progress_bar: Any = None,
     pbar: Any = None,
-) -> tuple[Any, Any]:
+) -> tuple[C, Y]:
     """``jax.lax.scan`` for a body that reads and writes States.
 
     ``f(carry, x) -> (carry, y)`` runs once per leading-axis slice of ``xs``; the
@@ -242,14 +243,14 @@ def _stack(ys: list[Any]) -> Any:
 
 
 def for_loop(
-    f: Callable[..., Any],
+    f: Callable[..., Y],
     *xs: Any,
     length: int | None = None,
     reverse: bool = False,
     unroll: int | bool = 1,
     progress_bar: Any = None,
     pbar: Any = None,
-) -> Any:
+) -> Y:
     """Run ``f(*x_t)`` for every leading-axis slice ``x_t`` of ``xs``; outputs are stacked.
 
     The modeller's loop: ``for_loop(lambda t: pop.update(t), jnp.arange(10_000))``
@@ -392,13 +393,13 @@ class _WhileLoop(ControlFlow):
 def fori_loop(
     lower: Any,
     upper: Any,
-    body_fun: Callable[[Any, Any], Any],
-    init_val: Any,
+    body_fun: Callable[[Any, C], C],
+    init_val: C,
     *,
     unroll: int | bool = 1,
     progress_bar: Any = None,
     pbar: Any = None,
-) -> Any:
+) -> C:
     """``jax.lax.fori_loop`` for a body ``body_fun(i, carry) -> carry`` that reads and writes States.
 
     With bounds known at trace time the loop is a ``lax.scan`` (reverse-mode
@@ -458,7 +459,7 @@ def fori_loop(
     )
 
 
-def while_loop(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any], init_val: Any) -> Any:
+def while_loop(cond_fun: Callable[[C], Any], body_fun: Callable[[C], C], init_val: C) -> C:
     """``jax.lax.while_loop`` for functions that read and write States.
 
     States written by ``body_fun`` are carried; ``cond_fun`` may read states (it
@@ -501,7 +502,7 @@ def while_loop(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any], i
     return _WhileLoop("while", body_fun, cond_fun, "while_loop")(init_val)
 
 
-def map(f: Callable[..., Any], *xs: Any, batch_size: int | None = None) -> Any:
+def map(f: Callable[..., Y], *xs: Any, batch_size: int | None = None) -> Y:
     """Apply ``f`` to every leading-axis slice of ``xs`` in sequence (like ``jax.lax.map``).
 
     ``f`` may read and write States (they are carried from slice to slice). With

@@ -7,7 +7,7 @@ import itertools
 import warnings
 import weakref
 from collections.abc import Callable, Hashable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic
 
 import jax
 
@@ -36,6 +36,7 @@ from ._axes import (
 from ._dependence import varying_outputs
 from ._lanes import advance_after_failure
 from ._mapping_program import build_mapped_program
+from ._typing import P, R
 
 __all__ = ["StatefulMapping", "MappingInfo"]
 
@@ -117,7 +118,7 @@ class MappingInfo:
     nested_pmap: bool
 
 
-class StatefulMapping(StatefulFunction):
+class StatefulMapping(StatefulFunction, Generic[P, R]):
     """Map a function that reads and writes States over an axis, with a cached compiled program.
 
     This is the strategy behind ``vmap2`` and ``pmap2``. On the first call with a
@@ -195,7 +196,7 @@ class StatefulMapping(StatefulFunction):
 
     def __init__(
         self,
-        fun: Callable[..., Any],
+        fun: Callable[P, R],
         in_axes: Any = 0,
         out_axes: Any = 0,
         state_in_axes: Any = None,
@@ -240,6 +241,10 @@ class StatefulMapping(StatefulFunction):
         # positional arguments to donate.
         self._device_limit: Callable[[], int] | None = None
         self._donate_positions: frozenset[int] = frozenset()
+
+    if TYPE_CHECKING:  # the call takes what `fun` takes; the result is `fun`'s, mapped
+
+        def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R: ...
 
     def _identity_options(self) -> Hashable:
         return (

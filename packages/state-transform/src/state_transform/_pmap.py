@@ -9,6 +9,7 @@ from typing import Any, overload
 import jax
 
 from ._mapping import StatefulMapping
+from ._typing import P, Q, R, S
 
 __all__ = ["pmap2"]
 
@@ -20,7 +21,7 @@ def _as_tuple(argnums: int | Iterable[int]) -> tuple[int, ...]:
 # `pmap2(f, ...)` is the mapped function; `pmap2(...)` without `f` is a decorator.
 @overload
 def pmap2(
-    fn: Callable[..., Any],
+    fn: Callable[P, R],
     axis_name: Hashable | None = None,
     *,
     in_axes: Any = 0,
@@ -34,7 +35,7 @@ def pmap2(
     state_out_axes: Any = None,
     unexpected_out_state_mapping: str = "ignore",
     donate_states: bool = True,
-) -> StatefulMapping: ...
+) -> StatefulMapping[P, R]: ...
 @overload
 def pmap2(
     fn: None = None,
@@ -51,7 +52,7 @@ def pmap2(
     state_out_axes: Any = None,
     unexpected_out_state_mapping: str = "ignore",
     donate_states: bool = True,
-) -> Callable[[Callable[..., Any]], StatefulMapping]: ...
+) -> Callable[[Callable[Q, S]], StatefulMapping[Q, S]]: ...
 
 
 def pmap2(

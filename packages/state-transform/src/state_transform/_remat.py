@@ -10,18 +10,19 @@ from __future__ import annotations
 import functools
 import types
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Concatenate, Generic, Self, overload
 
 import jax
 
 from state_core.engine import jaxpr_evaluator
 
 from ._control_flow import Carry, ControlFlow, jit_disabled, trace_body
+from ._typing import P, Q, R, S, T
 
 __all__ = ["checkpoint", "remat", "RematFunction"]
 
 
-class RematFunction(ControlFlow):
+class RematFunction(ControlFlow, Generic[P, R]):
     """The callable ``remat`` (``checkpoint``) returns: ``fun`` traced once per signature, run under ``jax.checkpoint``.
 
     Used as a method decorator it binds to the instance, so ``@remat`` works on
@@ -61,7 +62,7 @@ class RematFunction(ControlFlow):
 
     def __init__(
         self,
-        fun: Callable[..., Any],
+        fun: Callable[P, R],
         *,
         prevent_cse: bool = True,
         policy: Callable[..., bool] | None = None,
@@ -78,6 +79,13 @@ class RematFunction(ControlFlow):
         self.name = getattr(fun, "__name__", None) or type(fun).__name__
         functools.update_wrapper(self, fun, updated=())
 
+    # On the class: this object; on an instance: the method bound to it, without `self`.
+    @overload
+    def __get__(self, instance: None, owner: type | None = None) -> Self: ...
+    @overload
+    def __get__(
+        self: RematFunction[Concatenate[T, Q], S], instance: T, owner: type | None = None
+    ) -> RematFunction[Q, S]: ...
     def __get__(self, instance: Any, owner: type | None = None) -> Any:
         """Used as a method decorator: the ``RematFunction`` of the method bound to ``instance``."""
         if instance is None:
@@ -89,7 +97,7 @@ class RematFunction(ControlFlow):
             static_argnums=self.static_argnums,
         )
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         if jit_disabled():  # plain Python, as jax.checkpoint under disable_jit
             return self.bodies[0](*args, **kwargs)
         return super().__call__(*args, **kwargs)
@@ -117,6 +125,25 @@ class RematFunction(ControlFlow):
         out, states = rematted(carried, invariant, jax.tree.leaves((dynamic, kwargs)))
         carry.write(states)
         return out
+
+
+# `remat(f, ...)` is the rematerialised function; `remat(...)` without `f` is a decorator.
+@overload
+def checkpoint(
+    fun: Callable[P, R],
+    *,
+    prevent_cse: bool = True,
+    policy: Callable[..., bool] | None = None,
+    static_argnums: int | Iterable[int] = (),
+) -> RematFunction[P, R]: ...
+@overload
+def checkpoint(
+    fun: None = None,
+    *,
+    prevent_cse: bool = True,
+    policy: Callable[..., bool] | None = None,
+    static_argnums: int | Iterable[int] = (),
+) -> Callable[[Callable[Q, S]], RematFunction[Q, S]]: ...
 
 
 def checkpoint(

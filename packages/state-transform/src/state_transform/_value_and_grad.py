@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, ClassVar, overload
+from typing import Any, ClassVar, Generic, overload
 
 import jax
 
@@ -13,11 +13,12 @@ from state_core.engine import IdentityRef, jaxpr_evaluator
 
 from ._control_flow import Carry, ControlFlow
 from ._grad import grad
+from ._typing import P, Q, R, S
 
 __all__ = ["value_and_grad", "ValueAndGradFunction", "jacrev", "jacfwd", "hessian", "JacobianFunction"]
 
 
-class ValueAndGradFunction:
+class ValueAndGradFunction(Generic[P, R]):
     """The callable ``value_and_grad`` returns: ``(value, grads)`` or ``((value, aux), grads)``.
 
     Args:
@@ -45,7 +46,7 @@ class ValueAndGradFunction:
 
     def __init__(
         self,
-        fun: Callable[..., Any],
+        fun: Callable[P, R],
         grad_states: Any = None,
         argnums: int | Sequence[int] | None = None,
         has_aux: bool = False,
@@ -54,10 +55,12 @@ class ValueAndGradFunction:
         self._grad = grad(fun, grad_states=grad_states, argnums=argnums, has_aux=has_aux, return_value=True)
         functools.update_wrapper(self, fun, updated=())
 
-    def __call__(self, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> tuple[R, Any]:
         if self.has_aux:
             grads, value, aux = self._grad(*args, **kwargs)
-            return (value, aux), grads
+            # `fun` returned this (value, aux) pair: it is of `fun`'s return type.
+            returned: Any = (value, aux)
+            return returned, grads
         grads, value = self._grad(*args, **kwargs)
         return value, grads
 
@@ -69,14 +72,14 @@ def value_and_grad(
     grad_states: Any = None,
     argnums: int | Sequence[int] | None = None,
     has_aux: bool = False,
-) -> Callable[[Callable[..., Any]], ValueAndGradFunction]: ...
+) -> Callable[[Callable[Q, S]], ValueAndGradFunction[Q, S]]: ...
 @overload
 def value_and_grad(
-    fun: Callable[..., Any],
+    fun: Callable[P, R],
     grad_states: Any = None,
     argnums: int | Sequence[int] | None = None,
     has_aux: bool = False,
-) -> ValueAndGradFunction: ...
+) -> ValueAndGradFunction[P, R]: ...
 
 
 def value_and_grad(

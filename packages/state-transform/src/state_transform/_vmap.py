@@ -9,6 +9,7 @@ from typing import Any, overload
 import jax
 
 from ._mapping import StatefulMapping
+from ._typing import P, Q, R, S
 
 __all__ = ["vmap2"]
 
@@ -16,7 +17,7 @@ __all__ = ["vmap2"]
 # `vmap2(f, ...)` is the mapped function; `vmap2(...)` without `f` is a decorator.
 @overload
 def vmap2(
-    fn: Callable[..., Any],
+    fn: Callable[P, R],
     *,
     in_axes: Any = 0,
     out_axes: Any = 0,
@@ -27,7 +28,7 @@ def vmap2(
     state_out_axes: Any = None,
     unexpected_out_state_mapping: str = "ignore",
     donate_states: bool = True,
-) -> StatefulMapping: ...
+) -> StatefulMapping[P, R]: ...
 @overload
 def vmap2(
     fn: None = None,
@@ -41,7 +42,7 @@ def vmap2(
     state_out_axes: Any = None,
     unexpected_out_state_mapping: str = "ignore",
     donate_states: bool = True,
-) -> Callable[[Callable[..., Any]], StatefulMapping]: ...
+) -> Callable[[Callable[Q, S]], StatefulMapping[Q, S]]: ...
 
 
 def vmap2(
