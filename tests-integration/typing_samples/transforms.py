@@ -30,6 +30,7 @@ from state_transform import (
     pmap2,
     remat,
     scan,
+    shard_map,
     value_and_grad,
     vmap,
     vmap2,
@@ -139,6 +140,16 @@ def device_sum(v: jax.Array) -> jax.Array:
 
 assert_type(device_sum(jnp.ones((n_devices, 2))), jax.Array)
 np.testing.assert_allclose(device_sum(jnp.ones((n_devices, 2))), np.full(n_devices, 2.0 * n_devices))
+
+
+def doubled(v: jax.Array) -> jax.Array:
+    return v * 2.0
+
+
+mesh = jax.make_mesh((n_devices,), ("x",))
+sharded = shard_map(doubled, mesh, in_specs=jax.sharding.PartitionSpec("x"), out_specs=jax.sharding.PartitionSpec("x"))
+assert_type(sharded(jnp.ones((n_devices, 2))), jax.Array)
+np.testing.assert_allclose(sharded(jnp.ones((n_devices, 2))), np.full((n_devices, 2), 2.0))
 
 # Transformations compose; each keeps the parameters and result of what it wraps.
 assert_type(jit(vmap2(scale, in_axes=(0, None)))(xs, 2.0), jax.Array)

@@ -6,7 +6,7 @@ import dataclasses
 import math
 import os
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic
 
 import jax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
@@ -27,6 +27,7 @@ from state_core.engine import (
 )
 
 from ._lanes import advance_after_failure, split_inside_lane
+from ._typing import P, R
 
 __all__ = ["shard_map", "ShardMapFunction"]
 
@@ -94,7 +95,7 @@ def _state_spec_rules(specs: Any, what: str) -> StateRules[PartitionSpec]:
     )
 
 
-class ShardMapFunction(StatefulFunction):
+class ShardMapFunction(StatefulFunction, Generic[P, R]):
     """The callable ``shard_map`` returns, compiled as ``jax.jit(jax.shard_map(...))`` per signature.
 
     On a new signature the function runs once, traced inside a ``jax.shard_map``
@@ -145,7 +146,7 @@ class ShardMapFunction(StatefulFunction):
 
     def __init__(
         self,
-        fun: Callable[..., Any],
+        fun: Callable[P, R],
         mesh: Mesh,
         in_specs: Any,
         out_specs: Any,
@@ -167,6 +168,10 @@ class ShardMapFunction(StatefulFunction):
         self.check_vma = check_vma
         self._in_rules = _state_spec_rules(state_in_specs, "state_in_specs")
         self._out_rules = _state_spec_rules(state_out_specs, "state_out_specs")
+
+    if TYPE_CHECKING:  # the call takes and returns what `fun` does (StatefulFunction.__call__ runs it)
+
+        def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R: ...
 
     def _identity_options(self) -> Any:
         return (
@@ -516,7 +521,7 @@ def _replicated_states_note(undeclared: Any, axis_sizes: tuple[int, ...]) -> str
 
 
 def shard_map(
-    fun: Callable[..., Any],
+    fun: Callable[P, R],
     mesh: Mesh,
     in_specs: Any,
     out_specs: Any,
@@ -525,7 +530,7 @@ def shard_map(
     state_out_specs: PartitionSpec | dict[Any, Any] | None = None,
     check_vma: bool = True,
     donate_states: bool = True,
-) -> ShardMapFunction:
+) -> ShardMapFunction[P, R]:
     """Map a stateful function over shards of data on a device mesh (SPMD), like ``jax.shard_map``.
 
     States are replicated on every device unless ``state_in_specs`` gives them a
