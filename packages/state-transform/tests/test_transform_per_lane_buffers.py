@@ -21,14 +21,15 @@ def _accumulate(state, traces):
     return f
 
 
-@pytest.mark.parametrize("policy", ["auto", "ignore", "warn"])
-def test_buffer_with_the_mapped_size_keeps_its_shape_from_the_first_call(policy):
+@pytest.mark.parametrize("explicit", [True, False])
+def test_buffer_with_the_mapped_size_keeps_its_shape_from_the_first_call(explicit):
     buf = state_core.State(jnp.zeros((4, 3)), name="buf")
     traces: list[int] = []
-    f = vmap2(_accumulate(buf, traces), unexpected_out_state_mapping=policy)
+    options = {"unexpected_out_state_mapping": "auto"} if explicit else {}  # 'auto' is the default
+    f = vmap2(_accumulate(buf, traces), **options)
     x = jnp.arange(4.0)[:, None] * jnp.ones((4, 3))
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+        warnings.simplefilter("error")
         for step in range(1, 4):
             out = f(x)
             assert buf.value.shape == (4, 3)  # not (4, 4, 3)
@@ -36,6 +37,23 @@ def test_buffer_with_the_mapped_size_keeps_its_shape_from_the_first_call(policy)
             assert_allclose(np.asarray(out), 3 * step * np.arange(4.0))
     # One trace whole, one with a slice per lane; later calls replay.
     assert len(traces) == 2
+
+
+@pytest.mark.parametrize("policy", ["ignore", "warn"])
+def test_ignore_and_warn_stack_the_buffer_as_brainstate_does(policy):
+    # brainstate's own policy tests: only 'auto' feeds it per lane.
+    w = state_core.ShortTermState(jnp.zeros(3), name="w")
+
+    def f(x):
+        w.value = w.value + x
+        return w.value
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = vmap2(f, unexpected_out_state_mapping=policy)(jnp.asarray([1.0, 2.0, 3.0]))
+    assert out.shape == (3, 3)
+    assert w.value.shape == (3, 3)
+    assert_allclose(np.asarray(w.value), np.asarray([1.0, 2.0, 3.0])[:, None] + np.zeros((3, 3)))
 
 
 def test_buffer_rule_does_not_apply_under_raise():

@@ -92,10 +92,10 @@ def test_ignore_policy_stacks_on_axis_0():
     assert_allclose(np.asarray(s.value), np.arange(6.0).reshape(3, 2))
 
 
-def test_ignore_is_the_default():
+def test_auto_is_the_default():
     s = state_core.State(jnp.zeros(()), name="default_policy")
     f = vmap2(_writer(s))
-    assert f.unexpected_out_state_mapping == "ignore"
+    assert f.unexpected_out_state_mapping == "auto"
     f(jnp.arange(4.0))
     assert_allclose(np.asarray(s.value), [0.0, 1.0, 2.0, 3.0])
 

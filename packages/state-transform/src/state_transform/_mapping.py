@@ -143,17 +143,17 @@ class StatefulMapping(StatefulFunction, Generic[P, R]):
             states the function creates).
         unexpected_out_state_mapping: what to do with a written state that no
             ``state_out_axes`` entry covers and whose new value differs across
-            lanes: ``'raise'`` (error naming the state), ``'warn'`` (warn, then
-            stack it), ``'ignore'`` or ``'auto'`` (stack it silently; brainstate's
-            name). A stacked state goes out on the axis it came in on, else on axis
-            0, and later calls feed its stacked value per lane, so it keeps its
-            shape. Under the three stacking policies, a state that no rule names,
-            that the function reads and writes per lane and whose leading size is
-            already the mapped size is a per-lane buffer: it is fed one slice per
-            lane from the first call on (the function is traced once more to learn
-            this), so it keeps its shape instead of gaining a second axis. A
-            written state whose new value is the same on every lane is written
-            back as is.
+            lanes: ``'auto'`` (the default, as in brainstate) or ``'ignore'``
+            (stack it silently), ``'warn'`` (warn, then stack it) or ``'raise'``
+            (error naming the state). A stacked state goes out on the axis it came
+            in on, else on axis 0, and later calls feed its stacked value per lane,
+            so it keeps its shape. Under ``'auto'`` only, a state that no rule
+            names, that the function reads and writes per lane and whose leading
+            size is already the mapped size is a per-lane buffer: it is fed one
+            slice per lane from the first call on (the function is traced once
+            more to learn this), so it keeps its shape instead of gaining a second
+            axis. A written state whose new value is the same on every lane is
+            written back as is.
         static_argnums: positions of arguments that are compile-time constants.
         static_argnames: names of arguments that are compile-time constants.
         axis_size: the size of the mapped axis when no argument or state gives it.
@@ -201,7 +201,7 @@ class StatefulMapping(StatefulFunction, Generic[P, R]):
         out_axes: Any = 0,
         state_in_axes: Any = None,
         state_out_axes: Any = None,
-        unexpected_out_state_mapping: str = "ignore",
+        unexpected_out_state_mapping: str = "auto",
         static_argnums: int | Iterable[int] = (),
         static_argnames: str | Iterable[str] = (),
         axis_size: int | None = None,
@@ -484,11 +484,11 @@ class StatefulMapping(StatefulFunction, Generic[P, R]):
 
         A state that no rule names, that the function reads and writes with a value
         differing between lanes, and whose leading size already equals the mapped
-        size is a per-lane buffer (``'auto'`` / ``'ignore'`` / ``'warn'``, as
-        brainstate's ``'auto'``): broadcasting it whole and stacking the result
-        would give it a second axis of that size.
+        size is a per-lane buffer (under ``'auto'`` only, as in brainstate):
+        broadcasting it whole and stacking the result would give it a second axis
+        of that size.
         """
-        if self.unexpected_out_state_mapping == "raise":
+        if self.unexpected_out_state_mapping != "auto":
             return []
         read = {id(s) for s in trace.in_states}
         candidates = []

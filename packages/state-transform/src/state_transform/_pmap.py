@@ -33,7 +33,7 @@ def pmap2(
     donate_argnums: int | Iterable[int] = (),
     state_in_axes: Any = None,
     state_out_axes: Any = None,
-    unexpected_out_state_mapping: str = "ignore",
+    unexpected_out_state_mapping: str = "auto",
     donate_states: bool = True,
 ) -> StatefulMapping[P, R]: ...
 @overload
@@ -50,7 +50,7 @@ def pmap2(
     donate_argnums: int | Iterable[int] = (),
     state_in_axes: Any = None,
     state_out_axes: Any = None,
-    unexpected_out_state_mapping: str = "ignore",
+    unexpected_out_state_mapping: str = "auto",
     donate_states: bool = True,
 ) -> Callable[[Callable[Q, S]], StatefulMapping[Q, S]]: ...
 
@@ -68,7 +68,7 @@ def pmap2(
     donate_argnums: int | Iterable[int] = (),
     state_in_axes: Any = None,
     state_out_axes: Any = None,
-    unexpected_out_state_mapping: str = "ignore",
+    unexpected_out_state_mapping: str = "auto",
     donate_states: bool = True,
 ) -> StatefulMapping | Callable[[Callable[..., Any]], StatefulMapping]:
     """Run ``fn`` in parallel on several devices like ``jax.pmap``, keeping its States consistent.
@@ -111,8 +111,11 @@ def pmap2(
             devices' new values are gathered.
         unexpected_out_state_mapping: A written state that no ``state_out_axes``
             entry covers and whose new value differs between devices:
-            ``'ignore'`` (default) gathers it on axis 0, ``'warn'`` the same with
-            a warning, ``'raise'`` raises ``ValueError`` naming the state.
+            ``'auto'`` (default) gathers it on axis 0 (a state the function
+            reads and writes whose leading size is the number of devices is fed
+            one slice per device instead), ``'ignore'`` always gathers,
+            ``'warn'`` gathers with a warning, ``'raise'`` raises ``ValueError``
+            naming the state.
         donate_states: Update the states the function writes in place: when
             nothing but a State refers to its old value, the program reuses that
             buffer (the default). ``False`` always allocates new buffers.

@@ -26,7 +26,7 @@ def vmap2(
     spmd_axis_name: Hashable | None = None,
     state_in_axes: Any = None,
     state_out_axes: Any = None,
-    unexpected_out_state_mapping: str = "ignore",
+    unexpected_out_state_mapping: str = "auto",
     donate_states: bool = True,
 ) -> StatefulMapping[P, R]: ...
 @overload
@@ -40,7 +40,7 @@ def vmap2(
     spmd_axis_name: Hashable | None = None,
     state_in_axes: Any = None,
     state_out_axes: Any = None,
-    unexpected_out_state_mapping: str = "ignore",
+    unexpected_out_state_mapping: str = "auto",
     donate_states: bool = True,
 ) -> Callable[[Callable[Q, S]], StatefulMapping[Q, S]]: ...
 
@@ -55,7 +55,7 @@ def vmap2(
     spmd_axis_name: Hashable | None = None,
     state_in_axes: Any = None,
     state_out_axes: Any = None,
-    unexpected_out_state_mapping: str = "ignore",
+    unexpected_out_state_mapping: str = "auto",
     donate_states: bool = True,
 ) -> StatefulMapping | Callable[[Callable[..., Any]], StatefulMapping]:
     """Vectorise ``fn`` over an axis like ``jax.vmap``, keeping its States consistent.
@@ -99,10 +99,13 @@ def vmap2(
             covers follow ``unexpected_out_state_mapping``.
         unexpected_out_state_mapping: What to do with a written state that no
             ``state_out_axes`` entry covers and whose new value differs per
-            lane: ``'ignore'`` (default) stacks it on axis 0, ``'warn'`` does
-            the same with a warning, ``'raise'`` raises ``ValueError`` naming
-            the state. A value that is the same on every lane is written back
-            unchanged in every mode.
+            lane: ``'auto'`` (default, brainstate's) stacks it on axis 0, except
+            that a state the function reads and writes whose leading size is
+            already the mapped size is fed one slice per lane (it keeps its
+            shape); ``'ignore'`` always stacks, ``'warn'`` stacks with a
+            warning, ``'raise'`` raises ``ValueError`` naming the state. A value
+            that is the same on every lane is written back unchanged in every
+            mode.
         donate_states: Update the states the function writes in place: when
             nothing but a State refers to its old value, the program reuses that
             buffer (the default). ``False`` always allocates new buffers.
