@@ -26,6 +26,12 @@ from ._errors import BatchAxisError, StateError, StateLeakError
 from ._hidden_group import HiddenGroupState, HiddenTreeState
 from ._introspection import make_jaxpr
 from ._jax_internals import hide_library_frames
+from ._plain_trace_reads import (
+    PlainTraceStateAccessWarning,
+    plain_trace_policy,
+    plain_trace_policy_in_effect,
+    set_plain_trace_policy,
+)
 from ._pretty import format_value
 from ._sharding import get_named_sharding, get_partition_spec, shard_states
 from ._state import (
@@ -59,6 +65,10 @@ __all__ = [
     "StateError",
     "StateLeakError",
     "BatchAxisError",
+    "PlainTraceStateAccessWarning",
+    "set_plain_trace_policy",
+    "plain_trace_policy",
+    "plain_trace_policy_in_effect",
     "maybe_state",
     "check_state_value_tree",
     "make_jaxpr",

@@ -99,6 +99,30 @@ try:  # the trace that is current when nothing is being traced
 except ImportError:  # pragma: no cover - exercised only on an incompatible JAX
     _EvalTrace = None  # type: ignore[misc, assignment]
 
+# ``TRACE_STATE.value is EVAL_TRACE`` tells "no JAX trace is running" in one identity
+# test: ``State.value`` asks it on every read, where the public ``current_trace()``
+# (which swaps the trace out and back in) would cost several times as much.
+try:  # the thread's current trace as JAX stores it, and the trace of eager execution
+    from jax._src.core import eval_trace as EVAL_TRACE
+    from jax._src.core import trace_state_strong_ref as TRACE_STATE
+except ImportError:  # pragma: no cover - exercised only on an incompatible JAX
+
+    class _PublicTraceState:
+        """Stand-in that asks the public API for the current trace (slower, same answers)."""
+
+        @property
+        def value(self) -> Any:
+            with jex_core.take_current_trace() as trace:
+                return trace
+
+    TRACE_STATE = _PublicTraceState()
+    EVAL_TRACE = TRACE_STATE.value  # modules are imported eagerly, outside any trace
+
+try:  # set by jax.ensure_compile_time_eval(): values are computed while tracing, on purpose
+    from jax._src.config import eager_constant_folding as _eager_constant_folding
+except ImportError:  # pragma: no cover - exercised only on an incompatible JAX
+    _eager_constant_folding = None  # type: ignore[assignment]
+
 try:  # the tracer of jax.vmap, to tell values that vary across lanes
     from jax._src.interpreters.batching import BatchTracer as _BatchTracer
 except ImportError:  # pragma: no cover - exercised only on an incompatible JAX
@@ -153,6 +177,9 @@ __all__ = [
     "is_tracer",
     "mesh_type",
     "is_eager",
+    "TRACE_STATE",
+    "EVAL_TRACE",
+    "in_compile_time_eval",
     "debugging_nans_or_infs",
     "is_batched",
     "context_mesh",
@@ -242,6 +269,23 @@ def is_eager() -> bool:
     if _EvalTrace is None:  # pragma: no cover - exercised only on an incompatible JAX
         return False  # cannot tell: never call a live tracer stale
     return isinstance(current_trace(), _EvalTrace)
+
+
+def in_compile_time_eval() -> bool:
+    """True inside ``jax.ensure_compile_time_eval()``, where a trace computes values on purpose.
+
+    Example:
+        >>> import jax
+        >>> from state_core._jax_internals import in_compile_time_eval
+        >>> in_compile_time_eval()
+        False
+        >>> with jax.ensure_compile_time_eval():
+        ...     in_compile_time_eval()
+        True
+    """
+    if _eager_constant_folding is None:  # pragma: no cover - incompatible JAX: cannot tell
+        return False  # type: ignore[unreachable]
+    return bool(_eager_constant_folding.value)
 
 
 def context_mesh() -> Any:

@@ -14,7 +14,8 @@ import numpy as np
 
 from ._context import CTX, GENERATION, user_call_site
 from ._errors import StateLeakError
-from ._jax_internals import current_trace, is_eager, is_tracer
+from ._jax_internals import EVAL_TRACE, TRACE_STATE, current_trace, is_eager, is_tracer
+from ._plain_trace_reads import check_plain_trace_access, note_born_in_plain_trace
 from ._state_display import StateDisplay
 from ._state_support import (
     _as_tags,
@@ -120,6 +121,8 @@ class State(StateDisplay, Generic[T]):
         self._leaked_at: str | None = _WATCH if traced else None
         if stacks:
             stacks[-1]._created.append(self)
+        elif TRACE_STATE.value is not EVAL_TRACE:
+            note_born_in_plain_trace(self)  # its value belongs to that trace: reading it there freezes nothing
         self._born_traced = bool(stacks) or traced
         for catcher in CTX.catchers:
             catcher._add(self)
@@ -217,13 +220,24 @@ class State(StateDisplay, Generic[T]):
 
     @property
     def value(self) -> T:
-        """The current value; reading records the access on active trace stacks."""
+        """The current value; reading records the access on active trace stacks.
+
+        Read inside a JAX transformation that is not state-aware (a plain ``jax.jit``,
+        ``jax.vmap``, ``jax.grad`` or ``jax.lax.scan`` body), the value becomes a constant
+        of the traced program and a write happens only while JAX traces: a
+        ``PlainTraceStateAccessWarning`` says so (see ``set_plain_trace_policy``).
+        """
         if self._leaked_at is not None:
             self._check_leaked()
         stacks = CTX.stacks
-        if len(stacks) > self._level:
-            for stack in stacks[self._level :]:
-                stack._on_read(self)
+        if stacks:
+            if len(stacks) > self._level:
+                for stack in stacks[self._level :]:
+                    stack._on_read(self)
+        # The eager read pays this one identity test (and no longer a len() and an
+        # attribute load above), so it costs what it cost before the check existed.
+        elif TRACE_STATE.value is not EVAL_TRACE:  # a JAX trace runs that records no state reads
+            check_plain_trace_access(self, written=False)
         return self._value
 
     @value.setter
@@ -258,6 +272,8 @@ class State(StateDisplay, Generic[T]):
                 "for_loop / while_loop / cond / checkpoint for control flow) so the write is "
                 "returned and applied after the call, or return the value instead of storing it."
             )
+        elif TRACE_STATE.value is not EVAL_TRACE:  # a JAX trace runs that records no state writes
+            check_plain_trace_access(self, written=True)
         self._value = new_value
 
     def restore_value(self, value: T) -> None:
