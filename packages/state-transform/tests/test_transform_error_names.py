@@ -150,3 +150,12 @@ def test_shard_map_keeps_the_users_own_assertion():
 
     with pytest.raises(AssertionError, match="per-shard shape"):
         shard_map(body, mesh=_mesh(), in_specs=P("x"), out_specs=P("x"))(jnp.ones(8))
+
+
+@pytest.mark.parametrize("bad", [0.5, "0", [0, 1.5], True])
+def test_grad_argnums_that_are_not_ints_are_refused_by_name(bad):
+    def loss(x):
+        return jnp.sum(x**2)
+
+    with pytest.raises(TypeError, match=r"grad\(loss\): argnums must be an int or a sequence of ints"):
+        grad(loss, argnums=bad)

@@ -238,7 +238,8 @@ def test_grad_states_and_argnums():
 def test_grad_state_not_used_gets_zero_gradient():
     w, _b, loss = _w_loss()
     unused = state_core.ParamState(jnp.ones((2, 2)), name="unused")
-    grads = grad(loss, grad_states=[w, unused])(jnp.asarray(X0))
+    with pytest.warns(UserWarning, match="ParamState 'unused' in grad_states is never read by loss"):
+        grads = grad(loss, grad_states=[w, unused])(jnp.asarray(X0))
     assert_allclose(np.asarray(grads[1]), np.zeros((2, 2)))
 
 

@@ -350,16 +350,14 @@ class CacheEntry(Generic[InfoT]):
     Example:
         >>> import jax, jax.numpy as jnp
         >>> from state_core import State, StatefulFunction
-        >>> from state_core.engine import CacheEntry, Program, pure_program, replay
+        >>> from state_core.engine import CacheEntry, Program, pure_program
         >>> total = State(jnp.zeros(()))
         >>> def add(x):
         ...     total.value = total.value + x
-        ...     return total.value * 2
         >>> trace = StatefulFunction(add).trace(jnp.ones(()))
-        >>> program = Program(run=jax.jit(pure_program(trace)), write_back=trace.write_states)
-        >>> entry = CacheEntry(trace, None, program, None, 0)
-        >>> replay(entry, [jnp.array(3.0)], 'add'), total.value
-        (Array(6., dtype=float32), Array(3., dtype=float32))
+        >>> entry = CacheEntry(trace, None, Program(jax.jit(pure_program(trace)), trace.write_states), None, 0)
+        >>> entry.block, entry.trace.write_states[0] is total, entry.env_reads is None
+        (False, True, True)
     """
 
     __slots__ = (

@@ -39,7 +39,8 @@ def plain_state_dicts(result: Any) -> Any:
     )
 
 
-def _normalize_argnums(argnums: Any, who: str) -> int | tuple[int, ...] | None:
+def normalize_argnums(argnums: Any, who: str) -> int | tuple[int, ...] | None:
+    """``argnums`` as an int, a tuple of ints or None; ``TypeError`` naming ``who`` for anything else."""
     if argnums is None:
         return None
     if isinstance(argnums, (list, tuple)):
@@ -111,7 +112,7 @@ class StateDerivative(ControlFlow):
                     f"{who}: grad_states must be a State or a list/tuple/dict of States, but it "
                     f"contains a {type(s).__name__}."
                 )
-        argnums = _normalize_argnums(argnums, who)
+        argnums = normalize_argnums(argnums, who)
         if argnums is None and grad_states is None:
             argnums = default_argnums
         # A state listed twice is differentiated once; every entry naming it gets that gradient.

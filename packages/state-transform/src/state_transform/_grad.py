@@ -25,6 +25,7 @@ from state_core.engine import (
     user_stacklevel,
 )
 
+from ._diff_base import normalize_argnums
 from ._typing import P, Q, R
 
 __all__ = ["grad", "GradFunction"]
@@ -133,7 +134,7 @@ class GradFunction(StatefulFunction, Generic[P, R]):
         self._grad_state_list: list[State[Any]] = states
         if argnums is None and grad_states is None:
             argnums = 0
-        self.argnums = argnums
+        self.argnums = normalize_argnums(argnums, f"grad({self.name})")
         self.has_aux = has_aux
         self.return_value = return_value
         self.debug_nan = debug_nan
