@@ -266,6 +266,8 @@ def is_eager() -> bool:
 
     Every tracer seen while eager is stale: the transformation that made it has finished.
     """
+    if TRACE_STATE.value is EVAL_TRACE:  # the common case, in one identity test (every cached call asks)
+        return True
     if _EvalTrace is None:  # pragma: no cover - exercised only on an incompatible JAX
         return False  # cannot tell: never call a live tracer stale
     return isinstance(current_trace(), _EvalTrace)

@@ -294,9 +294,12 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
         finally:
             if not ok and on_failure is not None:
                 on_failure(merge(rw, ro))
-        if rw_out and not CTX.stacks:
+        if donated:
+            steady[0] = [id(new_values[j]) for j in rw_out]
+        elif rw_out and not CTX.stacks and donation_enabled():
+            # Only worth comparing layouts while a later call may donate.
             outs = [new_values[j] for j in rw_out]
-            steady[0] = list(map(id, outs)) if donated or _same_layout(rw, outs) else None
+            steady[0] = list(map(id, outs)) if _same_layout(rw, outs) else None
         write_state_values(write_back, new_values, who)
         for state in created:
             if state._leaked_at is not None:
