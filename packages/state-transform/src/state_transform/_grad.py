@@ -247,7 +247,7 @@ class GradFunction(StatefulFunction, Generic[P, R]):
         """
         paths = states_of_callable(self.fun).paths_by_state()
         labels = [f"the value of {self.name}"]
-        labels += [f"the gradient of {state_label(s, paths.get(id(s)))}" for s in self._grad_state_list]
+        labels += [f"the gradient of {self._grad_state_label(k, paths)}" for k in range(len(self._grad_state_list))]
         labels += [f"the gradient of argument {i}" for i in arg_tuple]
         who = f"grad({self.name})"
 
@@ -260,6 +260,19 @@ class GradFunction(StatefulFunction, Generic[P, R]):
                 )
 
         return raise_if_nan
+
+    def _grad_state_label(self, k: int, paths: dict[int, Any]) -> str:
+        """How messages name entry ``k`` of ``grad_states``.
+
+        Args:
+            k: the entry's position in the flattened ``grad_states``.
+            paths: the paths of the states the function's objects hold, by ``id``.
+        """
+        state = self._grad_state_list[k]
+        path = paths.get(id(state))
+        if path or state.name:
+            return state_label(state, path)
+        return _entry_label(state, self._grad_state_keys[k], self._returns_state_dict)
 
     def _check_grad_states(self, grad_index: list[int | None]) -> None:
         """Refuse states without gradients; warn about states the function never reads.
@@ -274,11 +287,7 @@ class GradFunction(StatefulFunction, Generic[P, R]):
             # Paths cost a walk of the function's objects: only when a message needs one.
             if not found:
                 found.append(states_of_callable(self.fun).paths_by_state())
-            state = self._grad_state_list[k]
-            path = found[0].get(id(state))
-            if path or state.name:
-                return state_label(state, path)
-            return _entry_label(state, self._grad_state_keys[k], self._returns_state_dict)
+            return self._grad_state_label(k, found[0])
 
         for k, state in enumerate(self._grad_state_list):
             for leaf in jax.tree.leaves(state._value):
