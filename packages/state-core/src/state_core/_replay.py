@@ -415,6 +415,20 @@ def replay(entry: CacheEntry[Any], leaves: Sequence[Any], who: str, eager_ok: bo
     return run(leaves, who, eager_ok)
 
 
+def _uses_any(jaxpr: Any, names: frozenset[str]) -> bool:
+    """True if ``jaxpr`` or any sub-jaxpr (loop bodies, branches, nested calls) holds a primitive named in ``names``."""
+    import jax.extend.core as jex_core
+
+    todo = [jaxpr]  # an explicit stack: deeply nested programs do not recurse
+    while todo:
+        current = todo.pop()
+        for eqn in current.eqns:
+            if eqn.primitive.name in names:
+                return True
+            todo.extend(getattr(sub, "jaxpr", sub) for sub in jex_core.jaxprs_in_params(eqn.params))
+    return False
+
+
 _CALLBACK_PRIMITIVES = frozenset({"debug_callback", "io_callback", "pure_callback", "callback"})
 
 
@@ -430,17 +444,7 @@ def may_fail_at_run_time(jaxpr: Any) -> bool:
         >>> may_fail_at_run_time(jax.make_jaxpr(lambda x: x + 1)(1.0).jaxpr)
         False
     """
-    import jax.extend.core as jex_core
-
-    todo = [jaxpr]
-    while todo:
-        current = todo.pop()
-        for eqn in current.eqns:
-            if eqn.primitive.name in _CALLBACK_PRIMITIVES:
-                return True
-            for sub in jex_core.jaxprs_in_params(eqn.params):
-                todo.append(getattr(sub, "jaxpr", sub))
-    return False
+    return _uses_any(jaxpr, _CALLBACK_PRIMITIVES)
 
 
 # Primitives whose op-by-op execution compiles a program of its own around a body
@@ -465,16 +469,7 @@ def runs_cheaply_op_by_op(jaxpr: Any) -> bool:
         >>> runs_cheaply_op_by_op(jax.make_jaxpr(lambda x: jax.lax.cond(x > 0, lambda: x, lambda: -x))(1.0).jaxpr)
         False
     """
-    import jax.extend.core as jex_core
-
-    todo = [jaxpr]
-    while todo:
-        current = todo.pop()
-        for eqn in current.eqns:
-            if eqn.primitive.name in _COMPILING_PRIMITIVES:
-                return False
-            todo.extend(getattr(sub, "jaxpr", sub) for sub in jex_core.jaxprs_in_params(eqn.params))
-    return True
+    return not _uses_any(jaxpr, _COMPILING_PRIMITIVES)
 
 
 # Primitives that place values on several devices: a program holding one does not
@@ -494,13 +489,4 @@ def spans_devices(jaxpr: Any) -> bool:
         >>> spans_devices(jax.make_jaxpr(lambda x: x + 1)(1.0).jaxpr)
         False
     """
-    import jax.extend.core as jex_core
-
-    todo = [jaxpr]
-    while todo:
-        current = todo.pop()
-        for eqn in current.eqns:
-            if eqn.primitive.name in _MULTI_DEVICE_PRIMITIVES:
-                return True
-            todo.extend(getattr(sub, "jaxpr", sub) for sub in jex_core.jaxprs_in_params(eqn.params))
-    return False
+    return _uses_any(jaxpr, _MULTI_DEVICE_PRIMITIVES)
