@@ -17,6 +17,9 @@ from state_transform import for_loop, jit, pmap2, shard_map, vmap2
 
 N = jax.device_count()
 
+# The states here are tiny; these tests are about who may be donated, not about the size gate.
+pytestmark = pytest.mark.usefixtures("donate_small")
+
 
 def _pointer(x):
     return x.addressable_shards[0].data.unsafe_buffer_pointer()

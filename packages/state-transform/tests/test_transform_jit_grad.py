@@ -110,6 +110,7 @@ def test_jit_donate_argnums_with_static_before():
     assert x.is_deleted()
 
 
+@pytest.mark.usefixtures("donate_small")
 def test_jit_donate_states():
     s = state_core.State(jnp.ones(3) + 0, name="donated")
     old = s.value  # the user holds the first value: never donated

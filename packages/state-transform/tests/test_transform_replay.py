@@ -84,6 +84,7 @@ def test_donate_states_never_donates_read_only_states():
     assert [call.in_states[i] for i in call.ro_index] == [w]
 
 
+@pytest.mark.usefixtures("donate_small")
 def test_a_written_buffer_is_donated_only_when_nothing_else_holds_it():
     b = ShortTermState(jnp.zeros(3))
 

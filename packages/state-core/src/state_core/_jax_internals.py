@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
-from collections.abc import Callable
+import operator
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import jax
 import jax.extend.core as jex_core
+import numpy as np
 
 
 def missing_jax_features() -> list[str]:
@@ -146,6 +148,48 @@ except ImportError:  # pragma: no cover - exercised only on an incompatible JAX
         """
 
 
+# An array's sharding object, read without the ``sharding`` property's Python frame
+# (the hot path of every donating call of a one-device program reads one per input).
+_SHARDING_OF = operator.attrgetter("_sharding" if hasattr(ArrayImpl, "_sharding") else "sharding")
+_SingleDeviceSharding = jax.sharding.SingleDeviceSharding
+
+
+def each_on_one_device(*groups: Sequence[Any]) -> bool:
+    """True if no array among the values of ``groups`` spans several devices.
+
+    Each value is a concrete array, a plain Python or NumPy value, or a pytree of
+    them; anything else (a tracer, an array sharded over devices) gives False.
+
+    Args:
+        *groups: sequences of values.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from state_core._jax_internals import each_on_one_device
+        >>> each_on_one_device([jnp.zeros(2)], [1.0, {'a': jnp.ones(3)}])
+        True
+    """
+    for group in groups:
+        for value in group:
+            if type(value) is ArrayImpl:
+                if type(_SHARDING_OF(value)) is not _SingleDeviceSharding:
+                    return False
+            elif not isinstance(value, _PLAIN_VALUES):
+                for leaf in jax.tree.leaves(value):
+                    if type(leaf) is ArrayImpl:
+                        if type(_SHARDING_OF(leaf)) is not _SingleDeviceSharding:
+                            return False
+                    elif type(leaf) is PRNGKeyArray:
+                        if type(leaf.sharding) is not _SingleDeviceSharding:
+                            return False
+                    elif not isinstance(leaf, _PLAIN_VALUES):
+                        return False
+    return True
+
+
+_PLAIN_VALUES = (int, float, complex, bool, np.ndarray, np.generic)
+
+
 try:  # JAX's NaN / Inf checking flags, read cheaply on every donating call
     from jax._src.config import debug_infs as _debug_infs
     from jax._src.config import debug_nans as _debug_nans
@@ -171,6 +215,21 @@ except ImportError:  # pragma: no cover - older JAX kept it one level up
             """Placeholder: nothing is an instance, so the generic (slower) paths are used."""
 
 
+def _key_token_getter() -> Callable[[Any], Any] | None:
+    """``key -> (its PRNG implementation, its key data's aval)``, read as plain attributes, or None."""
+    fields = getattr(PRNGKeyArray, "__annotations__", {})
+    if "_impl" in fields and "_base_array" in fields:
+        return operator.attrgetter("_impl", "_base_array.aval")
+    return None  # pragma: no cover - exercised only on an incompatible JAX
+
+
+# What identifies a typed key's signature, read without the ``shape`` / ``dtype``
+# properties (several Python frames each): the implementation (the key dtype) and the
+# aval of the uint32 key data (JAX shares aval objects, so an identity test usually
+# decides). None on a JAX whose keys do not keep these attributes.
+KEY_TOKEN: Callable[[Any], Any] | None = _key_token_getter()
+
+
 __all__ = [
     "current_trace",
     "new_trace_input",
@@ -181,9 +240,12 @@ __all__ = [
     "EVAL_TRACE",
     "in_compile_time_eval",
     "debugging_nans_or_infs",
+    "eager_and_not_debugging",
     "is_batched",
     "context_mesh",
     "ArrayImpl",
+    "KEY_TOKEN",
+    "each_on_one_device",
     "PRNGKeyArray",
     "hide_library_frames",
     "api_boundary",
@@ -271,6 +333,25 @@ def is_eager() -> bool:
     if _EvalTrace is None:  # pragma: no cover - exercised only on an incompatible JAX
         return False  # cannot tell: never call a live tracer stale
     return isinstance(current_trace(), _EvalTrace)
+
+
+def eager_and_not_debugging() -> bool:
+    """``is_eager()`` and not ``debugging_nans_or_infs()``, in one call (every donating call asks both).
+
+    Example:
+        >>> import jax
+        >>> from state_core._jax_internals import eager_and_not_debugging
+        >>> eager_and_not_debugging()
+        True
+        >>> with jax.debug_infs(True):
+        ...     eager_and_not_debugging()
+        False
+    """
+    if TRACE_STATE.value is not EVAL_TRACE and not is_eager():
+        return False
+    if _debug_nans is None:  # pragma: no cover - incompatible JAX: read the public (slower) way
+        return not debugging_nans_or_infs()  # type: ignore[unreachable]
+    return not (_debug_nans.value or _debug_infs.value)
 
 
 def in_compile_time_eval() -> bool:

@@ -13,6 +13,7 @@ all or nothing.
 from __future__ import annotations
 
 import operator
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -21,8 +22,8 @@ import jax
 
 from ._context import CTX
 from ._device_mismatch import device_mismatch_message
-from ._donation import donation_enabled, exclusively_held
-from ._jax_internals import ArrayImpl, PRNGKeyArray, is_eager, is_tracer
+from ._donation import _MIN_BYTES, donation_allowed, exclusive_array_counts, exclusively_held, values_nbytes
+from ._jax_internals import ArrayImpl, PRNGKeyArray, each_on_one_device, is_tracer
 from ._program import CacheEntry, merger
 from ._signature import reference_avals, values_unchanged
 from ._state import State, StateLeakError
@@ -42,6 +43,7 @@ __all__ = [
 _ArrayImpl = ArrayImpl
 _PRNGKeyArray = PRNGKeyArray
 _GET_VALUE = operator.attrgetter("_value")
+_rc = sys.getrefcount
 _CONCRETE = (ArrayImpl, PRNGKeyArray)
 
 
@@ -231,123 +233,107 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
     # and the ids of those new values after the last call whose written states kept
     # their layout (None: no such call yet). A donated buffer is reused in place only
     # when the new value has the old one's layout: donating is safe once the inputs
-    # are the outputs of such a call (the same program keeps the same layout).
+    # are the outputs of such a call (the same program keeps the same layout), or,
+    # for a single-device program whose written values keep their shapes and dtypes,
+    # whenever its inputs lie on single devices (then it may donate from its first
+    # call: one compile, the donating form).
     position = {id(s): j for j, s in enumerate(write_back)}
     rw_out = [position[id(trace.in_states[k])] for k in rw_index] if donating is not None else []
-    # A single-device program whose written values keep their shapes and dtypes keeps
-    # their layout too, so it may donate from its first call when its inputs all lie
-    # on one device (one compile: the donating form).
-    steady: list[Any] = [_ANY_ON_ONE_DEVICE if program.keeps_layout_on_one_device else None]
+    pick_rw_out = operator.itemgetter(*rw_out) if len(rw_out) > 1 else None
+    keeps_layout = program.keeps_layout_on_one_device
+    # The size that decides whether donating is worth its per-call check (donation_min_bytes).
+    may_donate = donating is not None and check is None and n_rw
+    # (-1 below never passes the size gate, so ``donated_form`` is the donating form whenever it is used.)
+    donated_form = compiled if donating is None else donating
+    rw_nbytes = values_nbytes([s._value for s in states[:n_rw]]) if may_donate else -1
+    # Written states holding plain arrays: their references are counted in one step.
+    exclusive = exclusive_array_counts(n_rw) if ref_avals is not None else None
+    steady: list[Any] = [None]
 
-    def read(leaves: Sequence[Any]) -> tuple[list[Any], list[Any], Sequence[Any]] | None:
-        # The values go straight into the lists the program takes: no other list of
-        # this module outlives the call, so a value's references can be counted.
-        values = [s.value for s in states] if CTX.stacks else list(map(_GET_VALUE, states))
-        if not values_unchanged(values, sigs, ref_avals):
-            return None
-        if prepare is None:
-            return values[:n_rw], values[n_rw:], leaves
-        placed, leaves = prepare(merge(values[:n_rw], values[n_rw:]), list(leaves))
-        return [placed[k] for k in rw_index], [placed[k] for k in ro_index], leaves
-
-    def execute(leaves: Sequence[Any], who: str, rw: list[Any], ro: list[Any], eager_ok: bool) -> Any:
-        fn = compiled
-        first = eager[0]
-        if first is not None:
-            eager[0] = None
-            # Op by op only for a transform object's first call at the top level, with
-            # values on one device (op by op, values spread over devices do not mix).
-            if eager_ok and not CTX.stacks and _on_one_device((rw, ro, leaves)):
-                fn = first
-        donated = False
-        if (
-            fn is compiled
-            and donating is not None
-            and check is None
-            and not CTX.stacks
-            and (
-                list(map(id, rw)) == steady[0]
-                or (steady[0] is _ANY_ON_ONE_DEVICE and _on_one_device_all(rw, ro, leaves))
-            )
-            and donation_enabled()
-            and exclusively_held(rw)
-            and is_eager()  # not under a plain JAX transformation (a jax.grad of this call)
-        ):
-            fn, donated = donating, True  # nothing but the States holds the old values: reuse their buffers
-        ok = False
-        try:
-            try:
-                out, new_values = fn(rw, ro, *leaves)
-            except ValueError as err:
-                # JAX's message would name the program's internal arguments.
-                message = device_mismatch_message(who, states, [*rw, *ro], leaves, dyn_treedef)
-                if message is None:
-                    raise
-                raise ValueError(message) from err
-            if block and not CTX.stacks:
-                # Errors raised while the program runs (a failing callback, a device
-                # error) surface here, before any state sees the results.
-                jax.block_until_ready((out, new_values))
-            if check is not None and not CTX.stacks:
-                out = check(out)
-            ok = True
-        finally:
-            if not ok and on_failure is not None:
-                on_failure(merge(rw, ro))
-        if donated:
-            steady[0] = [id(new_values[j]) for j in rw_out]
-        elif rw_out and not CTX.stacks and donation_enabled():
-            # Only worth comparing layouts while a later call may donate.
-            outs = [new_values[j] for j in rw_out]
-            steady[0] = list(map(id, outs)) if _same_layout(rw, outs) else None
-        write_state_values(write_back, new_values, who)
-        for state in created:
-            if state._leaked_at is not None:
-                state.restore_value(state._value)
-        return out
+    unlock_order = tuple(reversed(locks))
 
     def run(leaves: Sequence[Any], who: str, eager_ok: bool = False) -> Any:
-        if locks and not CTX.stacks:
+        # One function on purpose: every call of a cached program passes here, and
+        # each extra Python frame or check costs more than its own work (the XLA
+        # dispatch next to it leaves the interpreter's caches cold).
+        stacks = CTX.stacks
+        locked = locks and not stacks
+        if locked:
+            # Read under the hand-out locks (random keys): a value read before them
+            # may have been handed out to another thread meanwhile.
             for lock in locks:
                 lock.acquire()
+        try:
+            # The values go straight into the lists the program takes: no other list
+            # of this module outlives the split, so a value's references can be counted.
+            values = [s.value for s in states] if stacks else list(map(_GET_VALUE, states))
+            if not values_unchanged(values, sigs, ref_avals):
+                return STATES_CHANGED
+            if prepare is None:
+                rw, ro = values[:n_rw], values[n_rw:]
+            else:
+                placed, leaves = prepare(merge(values[:n_rw], values[n_rw:]), list(leaves))
+                rw, ro = [placed[k] for k in rw_index], [placed[k] for k in ro_index]
+                del placed
+            del values
+            fn = compiled
+            if eager[0] is not None:
+                first, eager[0] = eager[0], None
+                # Op by op only for a transform object's first call at the top level, with
+                # values on one device (op by op, values spread over devices do not mix).
+                if eager_ok and not stacks and each_on_one_device(rw, ro, leaves):
+                    fn = first
+            layout_kept = False
+            consider = rw_nbytes >= _MIN_BYTES[0] and fn is compiled and not stacks
+            if consider:
+                # The new values can take the old buffers' places when the inputs are
+                # this program's own outputs of a call that kept their layout, or when
+                # every input lies on one device and the program keeps layouts there.
+                layout_kept = list(map(id, rw)) == steady[0] or (keeps_layout and each_on_one_device(rw, ro, leaves))
+                if (
+                    layout_kept
+                    and donation_allowed()
+                    and (exclusively_held(rw) if exclusive is None else list(map(_rc, rw)) == exclusive)
+                ):
+                    fn = donated_form  # nothing but the States holds the old values: reuse their buffers
+            ok = False
             try:
-                # Read under the locks: a value read before them may have been
-                # handed out to another thread meanwhile.
-                split = read(leaves)
-                if split is None:
-                    return STATES_CHANGED
-                return execute(split[2], who, split[0], split[1], eager_ok)
+                try:
+                    out, new_values = fn(rw, ro, *leaves)
+                except ValueError as err:
+                    # JAX's message would name the program's internal arguments.
+                    message = device_mismatch_message(who, states, [*rw, *ro], leaves, dyn_treedef)
+                    if message is None:
+                        raise
+                    raise ValueError(message) from err
+                if block and not stacks:
+                    # Errors raised while the program runs (a failing callback, a device
+                    # error) surface here, before any state sees the results.
+                    jax.block_until_ready((out, new_values))
+                if check is not None and not stacks:
+                    out = check(out)
+                ok = True
             finally:
-                for lock in reversed(locks):
+                if not ok and on_failure is not None:
+                    on_failure(merge(rw, ro))
+            if layout_kept:
+                kept = [new_values[rw_out[0]]] if pick_rw_out is None else pick_rw_out(new_values)
+                steady[0] = list(map(id, kept))
+            elif consider:  # compare layouts only while a later call may donate
+                outs = [new_values[j] for j in rw_out]
+                steady[0] = list(map(id, outs)) if _same_layout(rw, outs) else None
+            write_state_values(write_back, new_values, who)
+            if created:
+                for state in created:
+                    if state._leaked_at is not None:
+                        state.restore_value(state._value)
+            return out
+        finally:
+            if locked:
+                for lock in unlock_order:
                     lock.release()
-        split = read(leaves)
-        if split is None:
-            return STATES_CHANGED
-        return execute(split[2], who, split[0], split[1], eager_ok)
 
     return run
-
-
-_ANY_ON_ONE_DEVICE: Any = type("AnyOnOneDevice", (), {"__repr__": lambda self: "<any values on one device>"})()
-
-
-def _on_one_device_all(rw: list[Any], ro: list[Any], leaves: Sequence[Any]) -> bool:
-    """True if every array in the call lies on one and the same single device."""
-    device = None
-    for tree in (rw, ro, leaves):
-        for leaf in jax.tree.leaves(tree):
-            sharding = getattr(leaf, "sharding", None)
-            if sharding is None:
-                continue
-            devices = sharding.device_set
-            if len(devices) != 1:
-                return False
-            (only,) = devices
-            if device is None:
-                device = only
-            elif only != device:
-                return False
-    return True
 
 
 def _same_layout(before: list[Any], after: list[Any]) -> bool:
@@ -364,15 +350,6 @@ def _same_layout(before: list[Any], after: list[Any]) -> bool:
                 return False
             if a.shape != b.shape or a.dtype != b.dtype or a.sharding != b.sharding:
                 return False
-    return True
-
-
-def _on_one_device(tree: Any) -> bool:
-    """True if no array in ``tree`` spans several devices."""
-    for leaf in jax.tree.leaves(tree):
-        sharding = getattr(leaf, "sharding", None)
-        if sharding is not None and len(sharding.device_set) > 1:
-            return False
     return True
 
 

@@ -18,7 +18,7 @@ import jax
 import numpy as np
 
 from ._context import CTX
-from ._jax_internals import ArrayImpl, PRNGKeyArray, is_tracer, mesh_type
+from ._jax_internals import KEY_TOKEN, ArrayImpl, PRNGKeyArray, is_tracer, mesh_type
 
 __all__ = [
     "leaf_signature",
@@ -185,13 +185,14 @@ def values_unchanged(values: list[Any], sigs: Sequence[Any], ref: list[Any] | No
     Arrays produced by one compiled program share their aval objects from call to
     call, so when every value is an array whose aval is the very object in ``ref``
     (the avals at the last successful check), nothing can have changed: one
-    C-level identity comparison per state. Otherwise the signatures are compared,
-    and on success ``ref`` is updated in place for the next call.
+    C-level identity comparison per state. Typed keys are compared the same way by
+    their implementation and the aval of their key data. Otherwise the signatures
+    are compared, and on success ``ref`` is updated in place for the next call.
 
     Args:
         values: the input states' current values.
         sigs: one ``state_signature`` per value, in the same order.
-        ref: the reference avals, one per value (``reference_avals``), updated in
+        ref: the reference tokens, one per value (``reference_avals``), updated in
             place when the signatures match; None always compares signatures.
 
     Example:
@@ -202,21 +203,37 @@ def values_unchanged(values: list[Any], sigs: Sequence[Any], ref: list[Any] | No
         True
     """
     if ref is not None:
-        avals = list(map(getattr, values, _AVAL, _NONE))
-        if all(map(_is, avals, ref)):
+        # A plain list: plain arrays only (their avals); else typed keys are among them.
+        tokens = list(map(getattr, values, _AVAL, _NONE)) if type(ref) is list else list(map(_value_token, values))
+        if tokens == ref:  # identity first, element by element; equal tokens mean equal signatures
             return True
     if not states_match(values, sigs):
         return False
-    if ref is not None and not any(map(_is, avals, _NONE)):
-        ref[:] = avals
+    if ref is not None and not any(map(_is, tokens, _NONE)):
+        ref[:] = tokens
     return True
 
 
-def reference_avals(values: Sequence[Any]) -> list[Any] | None:
-    """The first reference avals for ``values_unchanged``: their avals if all are plain arrays, else None.
+class _TokensWithKeys(list):  # type: ignore[type-arg]
+    """Reference tokens of values that include typed keys (``values_unchanged`` reads them one by one)."""
 
-    None turns the identity shortcut off for good (pytree values or typed keys,
-    whose avals are not stable objects).
+
+def _value_token(value: Any) -> Any:
+    """What stands for ``value``'s signature in ``values_unchanged``: an aval, a key token, or None."""
+    t = type(value)
+    if t is _ArrayImpl:
+        return value.aval
+    if t is _PRNGKeyArray and KEY_TOKEN is not None:
+        return KEY_TOKEN(value)
+    return None
+
+
+def reference_avals(values: Sequence[Any]) -> list[Any] | None:
+    """The first reference tokens for ``values_unchanged``, or None when some value has none.
+
+    A plain array's token is its aval; a typed key's is its implementation and
+    the aval of its key data. None turns the identity shortcut off for good
+    (pytree values, whose avals are not stable objects).
 
     Args:
         values: the input states' values at the first check.
@@ -229,7 +246,10 @@ def reference_avals(values: Sequence[Any]) -> list[Any] | None:
     """
     if all(type(v) is _ArrayImpl for v in values):
         return [v.aval for v in values]
-    return None
+    tokens = _TokensWithKeys(map(_value_token, values))
+    if any(token is None for token in tokens):
+        return None
+    return tokens
 
 
 def positional_key(args: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -54,7 +54,12 @@ from ._cache import (
     shared_record,
 )
 from ._context import GENERATION, user_stacklevel
-from ._donation import exclusively_held
+from ._donation import (
+    donation_allowed,
+    donation_min_bytes,
+    exclusively_held,
+    set_donation_min_bytes,
+)
 from ._graph import GraphSnapshot, graph_roots, graph_states, snapshot_graph, state_label, walk_graph
 from ._jax_internals import ArrayImpl, api_boundary, hide_library_frames, is_batched, is_eager, mesh_type
 from ._pretty import format_fields
@@ -117,6 +122,9 @@ __all__ = [
     "spans_devices",
     "handout_locks",
     "exclusively_held",
+    "donation_allowed",
+    "set_donation_min_bytes",
+    "donation_min_bytes",
     # signatures
     "leaf_signature",
     "canonical_signature",
