@@ -142,3 +142,63 @@ def test_is_eager_tells_traces_from_eager_code():
     jax.jit(lambda x: inside.append(is_eager()) or x)(1.0)
     assert inside == [False]
     assert is_eager()
+
+
+def test_a_stale_entry_stays_readable_while_another_thread_retraces_it():
+    state = State(jnp.zeros(3))
+    arm, mid_trace, reader_done = threading.Event(), threading.Event(), threading.Event()
+
+    def f(x):
+        if arm.is_set():
+            mid_trace.set()
+            reader_done.wait(timeout=10)
+        state.value = state.value * 2.0
+        return x.sum()
+
+    sf = StatefulFunction(f)
+    x = jnp.ones(3)
+    sf.make_jaxpr(x)
+    key = sf.get_arg_cache_key(x)
+    state.value = jnp.zeros(5)  # the cached entry no longer fits: the next call re-traces
+    errors = []
+
+    def retrace():
+        try:
+            sf.make_jaxpr(x)
+        except ValueError as err:  # pragma: no cover - reported through the list
+            errors.append(err)
+
+    arm.set()
+    worker = threading.Thread(target=retrace)
+    worker.start()
+    try:
+        assert mid_trace.wait(timeout=10)
+        seen = sf.get_jaxpr_by_cache(key)  # the old entry, not a hole
+    finally:
+        reader_done.set()
+        worker.join(timeout=15)
+    assert errors == []
+    assert "mul" in str(seen)
+    assert sf.get_jaxpr_by_cache(key) is not seen  # replaced by the new trace
+    assert sf.get_jaxpr_by_cache(key).in_avals[0].shape == (5,)
+
+
+def test_a_stale_entry_whose_retrace_fails_is_dropped():
+    state = State(jnp.zeros(3))
+    fail = {"on": False}
+
+    def f(x):
+        if fail["on"]:
+            raise RuntimeError("trace failed")
+        state.value = state.value + x
+        return x
+
+    sf = StatefulFunction(f)
+    sf.make_jaxpr(jnp.ones(3))
+    key = sf.get_arg_cache_key(jnp.ones(3))
+    state.value = jnp.zeros(3, jnp.int32)
+    fail["on"] = True
+    with pytest.raises(RuntimeError, match="trace failed"):
+        sf.make_jaxpr(jnp.ones(3))
+    with pytest.raises(ValueError, match="has no traced program for this cache key"):
+        sf.get_jaxpr_by_cache(key)

@@ -4,7 +4,7 @@ import jax.numpy as jnp
 import pytest
 from numpy.testing import assert_allclose
 
-from state_core import State
+from state_core import State, clear_caches
 from state_core._donation import values_nbytes
 from state_core.engine import donation_min_bytes, set_donation_min_bytes
 from state_transform import jit, vmap2
@@ -40,17 +40,28 @@ def test_a_state_at_the_size_gate_is_updated_in_place():
     assert_allclose(s.value, 2.0)
 
 
-def test_the_gate_is_read_at_every_call():
-    s, f = _stepper(8)
-    f()
+def test_the_gate_applies_to_programs_traced_after_it():
+    s_before, before = _stepper(8)
+    before()
     previous = set_donation_min_bytes(0)
     try:
-        pointer = s.value.unsafe_buffer_pointer()
-        f()
-        assert s.value.unsafe_buffer_pointer() == pointer
+        s_after, after = _stepper(8)
+        after()
+        before()
+        pointers = s_after.value.unsafe_buffer_pointer(), s_before.value.unsafe_buffer_pointer()
+        after()
+        before()
+        assert s_after.value.unsafe_buffer_pointer() == pointers[0]  # traced with the gate at 0
+        assert s_before.value.unsafe_buffer_pointer() != pointers[1]  # traced before: keeps its decision
+        clear_caches()
+        before()
+        pointer = s_before.value.unsafe_buffer_pointer()
+        before()
+        assert s_before.value.unsafe_buffer_pointer() == pointer  # re-traced: now donates
     finally:
         assert set_donation_min_bytes(previous) == 0
-    assert_allclose(s.value, 2.0)
+    assert_allclose(s_before.value, 5.0)
+    assert_allclose(s_after.value, 2.0)
 
 
 def test_set_donation_min_bytes_checks_its_argument():

@@ -405,6 +405,37 @@ def test_jit_lower_and_eval_shape_touch_no_state():
     text = f.lower(jnp.ones(3)).as_text()
     assert "add" in text
     np.testing.assert_allclose(np.asarray(s.value), [1.0, 1.0, 1.0])
+    compiled = f.compile(jnp.ones(3))
+    out, _ = compiled([s.value], [], jnp.ones(3))
+    np.testing.assert_allclose(np.asarray(out), 6.0)
+    np.testing.assert_allclose(np.asarray(s.value), [1.0, 1.0, 1.0])
+
+
+def test_jit_lower_and_eval_shape_inside_an_outer_trace_write_nothing():
+    from state_core import State, StatefulFunction
+    from state_transform import jit as sjit
+
+    s = State(jnp.ones(3), name="s")
+    t = State(jnp.zeros(()), name="t")
+
+    def step(x):
+        s.value = s.value + x
+        return s.value.sum()
+
+    inner = sjit(step)
+
+    def outer(x):
+        inner.eval_shape(x)
+        inner.lower(x)
+        t.value = t.value + 1.0
+        return x
+
+    sf = StatefulFunction(outer)
+    sf.make_jaxpr(jnp.ones(3))
+    assert [st.name for st in sf.get_write_states()] == ["t"]
+    sjit(outer)(jnp.ones(3))
+    np.testing.assert_allclose(np.asarray(s.value), [1.0, 1.0, 1.0])
+    np.testing.assert_allclose(np.asarray(t.value), 1.0)
 
 
 def test_jit_shardings_and_donation_apply_to_user_arguments():

@@ -196,8 +196,10 @@ def set_donation_min_bytes(n_bytes: int) -> int:
 
     A program whose written state values are smaller allocates new buffers, as
     plain ``jax.jit`` does: the old ones are small, and the per-call check
-    whether they may be donated would cost more than it saves. Nothing a user can
-    reach depends on this setting; it trades memory for call overhead.
+    whether they may be donated would cost more than it saves. A program decides
+    when it is traced: the setting applies to programs traced after it changes
+    (``state_core.clear_caches()`` re-traces the others). Results never depend on
+    it; it trades memory for call overhead.
 
     Args:
         n_bytes: the smallest total size, in bytes, of the values of the states a

@@ -22,7 +22,7 @@ import jax
 
 from ._context import CTX
 from ._device_mismatch import device_mismatch_message
-from ._donation import _MIN_BYTES, donation_allowed, exclusive_array_counts, exclusively_held, values_nbytes
+from ._donation import donation_allowed, exclusive_array_counts, exclusively_held
 from ._jax_internals import ArrayImpl, PRNGKeyArray, each_on_one_device, is_tracer
 from ._program import CacheEntry, merger
 from ._signature import reference_avals, values_unchanged
@@ -241,11 +241,9 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
     rw_out = [position[id(trace.in_states[k])] for k in rw_index] if donating is not None else []
     pick_rw_out = operator.itemgetter(*rw_out) if len(rw_out) > 1 else None
     keeps_layout = program.keeps_layout_on_one_device
-    # The size that decides whether donating is worth its per-call check (donation_min_bytes).
-    may_donate = donating is not None and check is None and n_rw
-    # (-1 below never passes the size gate, so ``donated_form`` is the donating form whenever it is used.)
+    # (Programs whose written states are below the size gate have no donating form.)
+    may_donate = donating is not None and check is None and n_rw > 0
     donated_form = compiled if donating is None else donating
-    rw_nbytes = values_nbytes([s._value for s in states[:n_rw]]) if may_donate else -1
     # Written states holding plain arrays: their references are counted in one step.
     exclusive = exclusive_array_counts(n_rw) if ref_avals is not None else None
     steady: list[Any] = [None]
@@ -284,7 +282,7 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
                 if eager_ok and not stacks and each_on_one_device(rw, ro, leaves):
                     fn = first
             layout_kept = False
-            consider = rw_nbytes >= _MIN_BYTES[0] and fn is compiled and not stacks
+            consider = may_donate and fn is compiled and not stacks
             if consider:
                 # The new values can take the old buffers' places when the inputs are
                 # this program's own outputs of a call that kept their layout, or when

@@ -30,6 +30,7 @@ from ._cache import (
 )
 from ._call_signature import CallSignature, normalize_argnames, normalize_argnums
 from ._context import CTX, GENERATION
+from ._donation import donation_min_bytes, values_nbytes
 from ._environ_reads import reads_unchanged, record_reads
 from ._graph import graph_roots, graph_states, snapshot_graph
 from ._introspection import StatefulFunctionIntrospection
@@ -51,6 +52,12 @@ from ._tracing import abstract_value, trace_function
 __all__ = ["StatefulFunction", "pure_program", "named"]
 
 _ArrayImpl = ArrayImpl
+
+
+def _written_nbytes(trace: Trace) -> int:
+    """The total size in bytes of the current values of the states ``trace`` reads and writes."""
+    rw, _ = trace.split_values([s._value for s in trace.in_states])
+    return values_nbytes(rw)
 
 
 def _shapes_kept(trace: Trace, program: Program, leaves: Sequence[Any]) -> bool:
@@ -346,8 +353,15 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
             program = dataclasses.replace(program, eager=None)  # it would compile twice
         if program.donating is not None:
             jaxpr = trace.closed_jaxpr.jaxpr
-            if CTX.stacks or may_fail_at_run_time(jaxpr) or not _shapes_kept(trace, program, leaves):
-                # Nested programs run on tracers; a program that may fail after dispatch
+            if (
+                CTX.stacks
+                or _written_nbytes(trace) < donation_min_bytes()
+                or may_fail_at_run_time(jaxpr)
+                or not _shapes_kept(trace, program, leaves)
+            ):
+                # Nested programs run on tracers; small written states are not worth the
+                # per-call decision (nor the shape check below: a trace of the compiled form
+                # that a one-shot eager call never uses); a program that may fail after dispatch
                 # must not have consumed the old values; a written value of another shape
                 # or dtype cannot take the old buffer (XLA would warn).
                 program = dataclasses.replace(program, donating=None)
@@ -406,13 +420,30 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
                 if self._usable(entry, values):
                     self._last = entry
                     return entry, values, leaves
-                self._cache.pop(key)
-            entry = self._new_entry(args, kwargs, key)
+            stale = entry
+            try:
+                # The stale entry stays readable (get_jaxpr_by_cache from another thread)
+                # until the new one replaces it ...
+                entry = self._new_entry(args, kwargs, key)
+            finally:
+                # ... and is dropped if none does (the trace failed, or is not cacheable).
+                if stale is not None and self._cache.get(key) is stale:
+                    self._cache.pop(key)
         return entry, read_state_values(entry.trace.in_states), leaves
 
     def _lookup(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[CacheEntry[Any], Sequence[Any]]:
-        """``(entry, dynamic leaves)`` for a call, tracing if needed; reads no state."""
+        """``(entry, dynamic leaves)`` for a call, tracing if needed; writes no state (nor in enclosing traces)."""
+        stacks = CTX.stacks
+        if not stacks:
+            entry, _, leaves = self._resolve(args, kwargs)
+            return entry, leaves
+        # A trace made here records the function's writes in every enclosing block too,
+        # but looking a program up writes nothing (``lower`` / ``eval_shape`` inside an
+        # outer trace): forget them. A call that then runs the program records its own.
+        written_before = [set(stack._written) for stack in stacks]
         entry, _, leaves = self._resolve(args, kwargs)
+        for stack, before in zip(stacks, written_before, strict=True):
+            stack._written.intersection_update(before)
         return entry, leaves
 
     # ------------------------------------------------------------------ calling

@@ -299,6 +299,22 @@ class JittedFunction(StatefulFunction, Generic[P, R]):
         compiled = cast(jax.stages.Wrapped, entry.program.run)
         return compiled.lower(rw, ro, *leaves)
 
+    def compile(self, *args: Any, **kwargs: Any) -> Any:
+        """Lower and compile the program for these arguments (``jax.stages.Compiled``); runs nothing.
+
+        The same as ``self.lower(*args, **kwargs).compile()`` (the arguments are
+        those of ``lower``): use it to read the compiled program's cost or memory
+        analysis, or its text.
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> from state_transform import jit
+            >>> compiled = jit(lambda x: x * 2).compile(jnp.ones(3))
+            >>> type(compiled).__name__
+            'Compiled'
+        """
+        return self.lower(*args, **kwargs).compile()
+
     def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
         """The ``jax.ShapeDtypeStruct`` tree of the return value, without running or writing anything.
 
