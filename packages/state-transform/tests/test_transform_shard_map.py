@@ -728,3 +728,26 @@ def test_mesh_type_is_checked_as_mesh_instance(mesh):
     f = shard_map(lambda x: x, mesh, in_specs=(P("x"),), out_specs=P("x"))
     assert isinstance(f, state_transform.ShardMapFunction)
     assert f.mesh is mesh
+
+
+def test_error_undeclared_state_written_per_shard_names_the_state(mesh):
+    acc = State(jnp.zeros(()), name="acc")
+
+    def f(x):
+        acc.value = acc.value + x.sum()  # differs per shard, but acc is replicated
+        return x
+
+    g = shard_map(f, mesh, in_specs=P("x"), out_specs=P("x"))
+    with pytest.raises(
+        ValueError,
+        match=r"State 'acc' is written with a value that differs between shards along mesh axes \('x',\).*jax.lax.psum",
+    ):
+        g(jnp.arange(8.0))
+    assert_allclose(acc.value, 0.0)
+
+    def reduced(x):
+        acc.value = acc.value + jax.lax.psum(x.sum(), "x")
+        return x
+
+    shard_map(reduced, mesh, in_specs=P("x"), out_specs=P("x"))(jnp.arange(8.0))
+    assert_allclose(acc.value, 28.0)

@@ -26,6 +26,7 @@ from .__about__ import __version__
 from ._bounded_while import bounded_while_loop
 from ._checkpointed import checkpointed_for_loop, checkpointed_scan
 from ._conditions import cond, ifelse, switch
+from ._debug_nan import debug_nan, debug_nan_if
 from ._grad import GradFunction, grad
 from ._jit import JittedFunction, jit
 from ._legacy_vmap import vmap
@@ -56,6 +57,8 @@ __all__ = [
     "JittedFunction",
     "grad",
     "GradFunction",
+    "debug_nan",
+    "debug_nan_if",
     # control flow
     "scan",
     "for_loop",

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 
 from state_core.engine import jaxpr_evaluator
 
-from ._control_flow import Carry, ControlFlow, check_body, jit_disabled
+from ._control_flow import Carry, ControlFlow, check_body, is_concrete, jit_disabled
 from ._loops import check_cond_trace
 from ._typing import C
 
@@ -171,7 +171,12 @@ def bounded_while_loop(
         return init_val
     if jit_disabled():
         value, steps = init_val, 0
-        while steps < max_steps and cond_fun(value):
+        while steps < max_steps and is_concrete(keep_going := cond_fun(value)):
+            if not keep_going:
+                return value
             value, steps = body_fun(value), steps + 1
-        return value
+        if steps == max_steps:
+            return value
+        # A traced condition (under jax.vmap, say): the compiled loop does the remaining steps.
+        init_val, max_steps = value, max_steps - steps
     return _BoundedWhile(cond_fun, body_fun, max_steps, base)(init_val)

@@ -80,7 +80,9 @@ def _run_branches(
     operands: tuple[Any, ...],
     who: str,
 ) -> Any:
-    if jit_disabled():  # plain Python, as JAX's own cond / switch under disable_jit
+    # Plain Python, as JAX's own cond / switch under disable_jit, when Python can read
+    # the selector; a traced one (under jax.vmap, say) takes the compiled branches.
+    if jit_disabled() and all(map(is_concrete, jax.tree.leaves(selector))):
         for fun, name in zip(funs, names, strict=True):
             check_body(fun, f"{who}: {name}")
         if kind == "cond":

@@ -19,7 +19,7 @@ import numpy as np
 
 from state_core.engine import Trace, jaxpr_evaluator
 
-from ._control_flow import Carry, ControlFlow, check_body, jit_disabled, slice_spec
+from ._control_flow import Carry, ControlFlow, check_body, is_concrete, jit_disabled, slice_spec
 from ._progress import ProgressBar, as_progress_bar, progress_reporter
 from ._typing import C, X, Y
 
@@ -496,9 +496,12 @@ def while_loop(cond_fun: Callable[[C], Any], body_fun: Callable[[C], C], init_va
         check_body(cond_fun, "while_loop: cond_fun")
         check_body(body_fun, "while_loop: body_fun")
         value = init_val
-        while cond_fun(value):
+        while is_concrete(keep_going := cond_fun(value)):
+            if not keep_going:
+                return value
             value = body_fun(value)
-        return value
+        # A traced condition (under jax.vmap, say): the compiled loop goes on from here.
+        init_val = value
     return _WhileLoop("while", body_fun, cond_fun, "while_loop")(init_val)
 
 

@@ -333,7 +333,10 @@ class ShardMapFunction(StatefulFunction, Generic[P, R]):
         split_positions = tuple(k for k, spec in enumerate(in_specs) if spec == _SPLIT)
         split_ids = {id(trace.in_states[k]) for k in split_positions}
         written_specs, mask = [], []
-        for state in trace.out_states:
+        out_avals = trace.closed_jaxpr.out_avals
+        first = trace.n_out_leaves
+        for state, treedef in zip(trace.out_states, trace.out_state_defs, strict=False):
+            avals, first = out_avals[first : first + treedef.num_leaves], first + treedef.num_leaves
             if id(state) in split_ids:
                 mask.append(False)
                 continue
@@ -343,6 +346,7 @@ class ShardMapFunction(StatefulFunction, Generic[P, R]):
                 spec = in_spec if isinstance(in_spec, PartitionSpec) else _REPLICATED
             for leaf in jax.tree.leaves(state._value):
                 self._per_shard_aval(jax.typeof(leaf), spec, f"{state.describe()} (state_out_specs)")
+            self._check_written_varying(state, spec, avals)
             mask.append(True)
             written_specs.append(spec)
         created_avals = trace.closed_jaxpr.out_avals[trace.n_out_leaves :]
@@ -364,6 +368,30 @@ class ShardMapFunction(StatefulFunction, Generic[P, R]):
             written_specs=tuple(written_specs),
             state_shardings=tuple(NamedSharding(self.mesh, s) for s in placed_specs),
             leaf_shardings=tuple(NamedSharding(self.mesh, s) for s in ctx.leaf_specs),
+        )
+
+    def _check_written_varying(self, state: State[Any], spec: PartitionSpec, avals: Sequence[Any]) -> None:
+        """Refuse a new value that differs between shards along mesh axes its out spec keeps whole.
+
+        JAX would refuse it too, naming the program's internal outputs; this names
+        the state and says how to fix it.
+        """
+        kept = set(_spec_mesh_axes(spec))
+        varying: set[Any] = set()
+        for aval in avals:
+            kind = mesh_type(aval)
+            if kind is not None:
+                varying.update(kind[1])
+        extra = tuple(name for name in self.mesh.axis_names if name in varying and name not in kept)
+        if not extra:
+            return
+        axes = extra[0] if len(extra) == 1 else extra
+        raise ValueError(
+            f"{self.name}: {state.describe()} is written with a value that differs between shards "
+            f"along mesh axes {extra}, but its out spec {spec} keeps it whole on every shard along "
+            f"them. Either make the value the same on every shard before writing it (e.g. "
+            f"jax.lax.psum or jax.lax.pmean over {axes!r}), or shard the state along them: name it "
+            f"in state_out_specs (and state_in_specs), e.g. {{filter: P({axes!r})}}. No state was written."
         )
 
     def _created_spec(self, state: State[Any], avals: Sequence[Any]) -> PartitionSpec:
