@@ -277,9 +277,10 @@ class ShardMapFunction(StatefulFunction, Generic[P, R]):
             # A shape clash inside the function is often a state that no spec names and
             # that every shard therefore sees whole: say which ones are replicated.
             note = _replicated_states_note(ctx.undeclared, tuple(self.mesh.shape.values()))
-            if note is not None:
-                err.add_note(note)
-            raise
+            if note is None:
+                raise
+            # In the message itself (not a note), so logs and str(err) show the fix too.
+            raise TypeError(f"{err}\n{note}") from err
         except (AssertionError, NameError) as err:
             message = _unknown_axis_message(err, self.name, tuple(self.mesh.axis_names))
             if message is None:
