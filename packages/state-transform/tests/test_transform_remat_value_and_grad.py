@@ -191,3 +191,27 @@ def test_checkpoint_as_method_decorator():
     assert a.traces == 1 and int(a.calls.value) == 2
     g = grad(lambda x: a(b(x)), grad_states=a.w)(1.0)
     assert_allclose(g, jnp.cos(2.0 * jnp.sin(3.0)) * jnp.sin(3.0), rtol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["rev", "fwd"])
+def test_jacobians_of_a_tuple_or_dict_output_keep_every_element(mode):
+    from state_transform import jacfwd, jacrev
+
+    ours, theirs = (jacrev, jax.jacrev) if mode == "rev" else (jacfwd, jax.jacfwd)
+    x = jnp.array([1.0, 2.0])
+
+    def pair(v):
+        return v**2, jnp.sum(v)
+
+    got, want = ours(pair)(x), theirs(pair)(x)
+    assert isinstance(got, tuple) and len(got) == 2
+    for g, w in zip(got, want, strict=True):
+        assert_allclose(g, w)
+    got = ours(lambda v: {"a": v * 3.0, "b": v[0]})(x)
+    assert_allclose(got["a"], 3.0 * jnp.eye(2))
+    assert_allclose(got["b"], [1.0, 0.0])
+
+    w = ParamState(jnp.array([1.0, 2.0]))
+    (state_part,), (sum_part,) = ours(lambda: (w.value**2, w.value.sum()), grad_states=[w])()
+    assert_allclose(state_part, jnp.diag(jnp.array([2.0, 4.0])))
+    assert_allclose(sum_part, [1.0, 1.0])

@@ -177,3 +177,18 @@ def test_fwd_grad_errors():
         fwd_grad(lambda: w.value.sum(), grad_states=w, drct_der_clip=-1.0)
     with pytest.raises(TypeError, match="key must be an int seed"):
         fwd_grad(lambda: w.value.sum(), grad_states=w, key="seed")
+
+
+def test_fwd_grad_takes_a_one_element_integer_array_as_a_seed():
+    import numpy as np
+
+    w = ParamState(jnp.array([1.0, 2.0]))
+
+    def loss():
+        return jnp.sum(w.value**2)
+
+    by_array = fwd_grad(loss, grad_states=w, key=np.array([42]))()
+    assert_allclose(by_array, fwd_grad(loss, grad_states=w, key=42)())
+    assert_allclose(fwd_grad(loss, grad_states=w, key=jnp.array([42]))(), by_array)
+    with pytest.raises(TypeError, match="key must be an int seed"):
+        fwd_grad(loss, grad_states=w, key=np.array([1.5]))()

@@ -241,22 +241,27 @@ class JacobianFunction(ControlFlow):
         def states_of(leaves: Iterable[Any]) -> Any:
             return jax.tree.unflatten(self._state_treedef, list(leaves))
 
+        def per_output(arrange: Callable[[Any], Any]) -> Any:
+            # A Jacobian has the output's structure on the outside and the inputs'
+            # inside: arrange the inputs' part of each output (a tuple or dict output
+            # keeps one Jacobian per element, as with jax.jacrev).
+            return jax.tree.map(lambda _, part: arrange(part), value, derivative)
+
         if self.grad_states is not None and self.argnums is not None:
             if self.mode == "hessian":
                 result = derivative  # the full block structure ((ss, sa), (as, aa))
             else:
-                g_states, g_args = derivative
-                result = (states_of(g_states), g_args[0] if single_arg else tuple(g_args))
+                result = per_output(lambda d: (states_of(d[0]), d[1][0] if single_arg else tuple(d[1])))
         elif self.grad_states is not None:
             if self.mode == "hessian":
                 result = states_of(states_of(row) for row in derivative)
             else:
-                result = states_of(derivative)
+                result = per_output(states_of)
         else:
             if self.mode == "hessian":
                 result = derivative[0][0] if single_arg else derivative
             else:
-                result = derivative[0] if single_arg else tuple(derivative)
+                result = per_output(lambda d: d[0] if single_arg else tuple(d))
         extra = ((value,) if self.return_value else ()) + ((aux,) if self.has_aux else ())
         return (result, *extra) if extra else result
 

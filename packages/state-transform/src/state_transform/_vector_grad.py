@@ -9,6 +9,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 import state_random
 
@@ -100,6 +101,8 @@ def _as_key(key: Any) -> jax.Array:
         return jax.random.wrap_key_data(key)
     if isinstance(key, bool):
         raise TypeError("fwd_grad: key must be an int seed or a PRNG key, got a bool.")
+    if isinstance(key, (np.ndarray, jax.Array)) and key.size == 1 and jnp.issubdtype(key.dtype, jnp.integer):
+        key = key.reshape(())  # a one-element integer array is a seed (np.array([42]), as brainstate accepts)
     try:
         seed = operator.index(key)
     except TypeError:

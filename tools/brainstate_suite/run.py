@@ -1,0 +1,431 @@
+"""Run brainstate's own unit tests against this repository's packages, through a name shim.
+
+    hatch run python tools/brainstate_suite/run.py [--files SUBSTRING] [--failures] [--keep DIR]
+
+1. Downloads brainstate's release (sdist, else wheel) once into
+   ~/.cache/state-brainstate-suite/ (reruns are offline) and extracts only its
+   ``brainstate/**/*_test.py`` files into a work directory, keeping their paths.
+2. Runs pytest on them in a subprocess with ``shim/`` first on PYTHONPATH, so
+   ``import brainstate`` imports the shim, which maps brainstate's public names
+   to state_core / state_random / state_transform / state_nn.
+3. Prints the totals, a per-file table and (``--failures``) the biggest failure
+   categories.  See README.md next to this file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import zipfile
+from collections import Counter, defaultdict
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SHIM = HERE / 'shim'
+CONFTEST = HERE / 'suite_conftest.py'
+DEFAULT_VERSION = '0.5.4'
+CACHE = Path(os.environ.get('XDG_CACHE_HOME', Path.home() / '.cache')) / 'state-brainstate-suite'
+TESTS_ROOT = 'suite'  # the extracted files live in <work>/suite/brainstate/...
+PYTEST_INI = """\
+[pytest]
+addopts = --import-mode=importlib
+markers =
+    slow: slow test (skipped unless --run-slow)
+"""
+
+
+def _say(text: str, stream=None) -> None:
+    """Write one message line and flush (the progress lines interleave with a long run)."""
+    stream = stream or sys.stdout
+    stream.write(text + '\n')
+    stream.flush()
+
+
+# --------------------------------------------------------------------------- download
+
+
+def _archive(version: str, cache: Path) -> Path:
+    """brainstate's sdist (or wheel) for ``version``, downloaded once into ``cache``."""
+    cache.mkdir(parents=True, exist_ok=True)
+    for pattern in (f'brainstate-{version}.tar.gz', f'brainstate-{version}-*.whl'):
+        found = sorted(cache.glob(pattern))
+        if found:
+            return found[0]
+    attempts = [
+        ('sdist', ['--no-binary', ':all:']),
+        ('wheel', ['--only-binary', ':all:']),
+    ]
+    errors = []
+    for kind, flags in attempts:
+        cmd = [sys.executable, '-m', 'pip', 'download', f'brainstate=={version}', '--no-deps', *flags, '-d', str(cache)]
+        _say(f'[suite] downloading brainstate {version} ({kind}) into {cache}')
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode == 0:
+            return _archive(version, cache)
+        errors.append(f'{kind}: {proc.stderr.strip().splitlines()[-1:] or proc.returncode}')
+    sys.exit(f'[suite] could not download brainstate {version}: {errors}')
+
+
+def _is_test_member(name: str) -> str | None:
+    """The path below the archive root if ``name`` is a ``brainstate/**/*_test.py`` file."""
+    parts = name.split('/')
+    if parts and parts[0].startswith('brainstate-'):  # sdist: brainstate-X.Y.Z/brainstate/...
+        parts = parts[1:]
+    if len(parts) >= 2 and parts[0] == 'brainstate' and parts[-1].endswith('_test.py'):
+        return '/'.join(parts)
+    return None
+
+
+def extract_tests(archive: Path, dest: Path) -> list[str]:
+    """Write every ``brainstate/**/*_test.py`` of ``archive`` below ``dest``; return their relative paths."""
+    written = []
+    if archive.name.endswith('.tar.gz'):
+        with tarfile.open(archive) as tar:
+            for member in tar.getmembers():
+                rel = _is_test_member(member.name)
+                if rel and member.isfile():
+                    data = tar.extractfile(member).read()
+                    _write(dest / rel, data)
+                    written.append(rel)
+    else:
+        with zipfile.ZipFile(archive) as whl:
+            for name in whl.namelist():
+                rel = _is_test_member(name)
+                if rel:
+                    _write(dest / rel, whl.read(name))
+                    written.append(rel)
+    return sorted(written)
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def count_test_functions(path: Path) -> int:
+    """Test functions in a file, counted statically (for files that cannot be imported)."""
+    try:
+        tree = ast.parse(path.read_text(encoding='utf-8'))
+    except SyntaxError:
+        return 0
+    n = 0
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith('test'):
+            n += 1
+    return n
+
+
+# --------------------------------------------------------------------------- running
+
+
+def run_pytest(work: Path, targets: list[str], args: argparse.Namespace) -> Path:
+    """Run pytest (resuming after a crash of the interpreter); return the results file."""
+    results = work / 'results.jsonl'
+    done_file = work / 'done.txt'
+    log = work / 'pytest.log'
+    for path in (results, done_file, log):
+        path.unlink(missing_ok=True)
+    env = dict(os.environ)
+    env['PYTHONPATH'] = os.pathsep.join([str(SHIM), *filter(None, [env.get('PYTHONPATH')])])
+    env['BRAINSTATE_SUITE_RESULTS'] = str(results)
+    env['BRAINSTATE_SUITE_DONE'] = str(done_file)
+    if args.no_testing_helpers:
+        env['BRAINSTATE_SUITE_NO_TESTING_HELPERS'] = '1'
+    if args.lenient_imports:
+        env['BRAINSTATE_SUITE_LENIENT'] = '1'
+    cmd = [
+        sys.executable, '-m', 'pytest',
+        '-c', str(work / 'pytest.ini'), '--rootdir', str(work),
+        '-p', 'no:cacheprovider', '-q', '-rN', '--color=no', '--continue-on-collection-errors',
+        '--junitxml', str(work / 'junit.xml'),
+    ]  # fmt: skip
+    if _has_module('pytest_timeout'):
+        cmd.append(f'--timeout={args.timeout:g}')
+    else:
+        env['BRAINSTATE_SUITE_TIMEOUT'] = f'{args.timeout:g}'
+    if args.run_slow:
+        cmd.append('--run-slow')
+    cmd += args.pytest_args + targets
+    for attempt in range(1, args.max_restarts + 2):
+        _say(f'[suite] pytest run {attempt}: log in {log}')
+        with open(log, 'a', encoding='utf-8') as out:
+            proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT)
+            code = _wait_with_progress(proc, results)
+        if code in (0, 1, 5):  # all passed / some failed / nothing collected
+            break
+        crashed = _crashed_test(results)
+        if crashed is None or code in (2, 3, 4):  # interrupted / internal error / usage error
+            _say(f'[suite] pytest exited with {code}; see {log}')
+            break
+        why = f'signal {-code}' if code < 0 else f'exit code {code}'
+        _say(f'[suite] the interpreter died ({why}) in {crashed}; resuming after it')
+        with open(results, 'a', encoding='utf-8') as f:
+            record = {'ev': 'phase', 'nodeid': crashed, 'when': 'call', 'outcome': 'failed'}
+            record.update(type='Crash', msg=f'the test process died ({why})')
+            f.write(json.dumps(record) + '\n')
+        with open(done_file, 'w', encoding='utf-8') as f:
+            f.writelines(nodeid + '\n' for nodeid in _recorded_tests(results))
+    return results
+
+
+def _has_module(name: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(name) is not None
+
+
+def _wait_with_progress(proc: subprocess.Popen, results: Path, every: float = 30.0) -> int:
+    last = time.monotonic()
+    try:
+        while True:
+            try:
+                return proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                pass
+            if time.monotonic() - last >= every:
+                last = time.monotonic()
+                n, current = 0, ''
+                if results.exists():
+                    for line in results.read_text(encoding='utf-8').splitlines():
+                        rec = json.loads(line)
+                        if rec['ev'] == 'start':
+                            n, current = n + 1, rec['nodeid']
+                _say(f'[suite] {n} tests started; now {current}')
+    except KeyboardInterrupt:
+        proc.send_signal(signal.SIGINT)
+        return proc.wait()
+
+
+def _records(results: Path) -> list[dict]:
+    if not results.exists():
+        return []
+    out = []
+    for line in results.read_text(encoding='utf-8').splitlines():
+        with contextlib.suppress(json.JSONDecodeError):  # a line cut short by a crash
+            out.append(json.loads(line))
+    return out
+
+
+def _recorded_tests(results: Path) -> set[str]:
+    return {r['nodeid'] for r in _records(results) if r['ev'] == 'phase'}
+
+
+def _crashed_test(results: Path) -> str | None:
+    started = None
+    finished = set()
+    for rec in _records(results):
+        if rec['ev'] == 'start':
+            started = rec['nodeid']
+        elif rec['ev'] == 'phase' and rec['when'] == 'teardown':
+            finished.add(rec['nodeid'])
+    return started if started is not None and started not in finished else None
+
+
+# --------------------------------------------------------------------------- summarising
+
+
+def summarise(results: Path, files: list[str]) -> dict:
+    """Per-test outcomes and per-file counts from the recorder's JSON lines."""
+    phases: dict[str, list[dict]] = defaultdict(list)
+    collect_errors: dict[str, dict] = {}
+    for rec in _records(results):
+        if rec['ev'] == 'phase':
+            phases[rec['nodeid']].append(rec)
+        elif rec['ev'] == 'collect_error':
+            collect_errors[rec['nodeid']] = rec
+    tests = {}
+    for nodeid, recs in phases.items():
+        by_when = {r['when']: r for r in recs}  # a resumed test keeps its last record per phase
+        failing = [r for r in by_when.values() if r['outcome'] == 'failed']
+        call = by_when.get('call')
+        if call is not None and call['outcome'] == 'failed':
+            outcome, cause = ('xpassed' if call.get('xfail') else 'failed'), call
+        elif failing:
+            outcome, cause = 'error', failing[0]
+        elif any(r['outcome'] == 'skipped' for r in by_when.values()):
+            skipped = next(r for r in by_when.values() if r['outcome'] == 'skipped')
+            outcome, cause = ('xfailed' if skipped.get('xfail') else 'skipped'), skipped
+        else:
+            outcome, cause = 'passed', None
+        tests[nodeid] = {
+            'outcome': outcome,
+            'type': (cause or {}).get('type', ''),
+            'msg': (cause or {}).get('msg', ''),
+            'when': (cause or {}).get('when', ''),
+            'duration': (call or {}).get('duration', 0.0),
+        }
+    per_file: dict[str, Counter] = {rel: Counter() for rel in files}
+    for nodeid, t in tests.items():
+        per_file.setdefault(_file_of(nodeid), Counter())[t['outcome']] += 1
+    import_errors = {}
+    for nodeid, rec in collect_errors.items():
+        rel = _file_of(nodeid)
+        import_errors[rel] = rec
+        per_file.setdefault(rel, Counter())['import error'] += 1
+    return {'tests': tests, 'per_file': per_file, 'import_errors': import_errors}
+
+
+def _file_of(nodeid: str) -> str:
+    path = nodeid.split('::', 1)[0]
+    prefix = TESTS_ROOT + '/'
+    return path[len(prefix) :] if path.startswith(prefix) else path
+
+
+def _normalise(msg: str) -> str:
+    msg = re.sub(r'0x[0-9a-fA-F]+', '0x…', msg)
+    msg = re.sub(r'\d+(\.\d+)?', '#', msg)
+    return msg[:90]
+
+
+def categories(tests: dict, import_errors: dict) -> list[tuple[int, str, list[str]]]:
+    """Failures and errors grouped by exception type and the start of the message, biggest first."""
+    groups: dict[str, list[str]] = defaultdict(list)
+    for nodeid, t in tests.items():
+        if t['outcome'] in ('failed', 'error', 'xpassed'):
+            tag = '' if t['outcome'] == 'failed' else f"[{t['outcome']} in {t['when']}] "
+            groups[f"{tag}{t['type']}: {_normalise(t['msg'])}"].append(nodeid)
+    for rel, rec in import_errors.items():
+        groups[f"[import error] {rec['type']}: {_normalise(rec['msg'])}"].append(rel)
+    ranked = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    return [(len(ids), key, ids) for key, ids in ranked]
+
+
+def render(summary: dict, work: Path, failures: bool, top: int) -> str:
+    tests, per_file, import_errors = summary['tests'], summary['per_file'], summary['import_errors']
+    totals = Counter(t['outcome'] for t in tests.values())
+    lines = []
+    collected = len(tests)
+    lines.append('## Totals')
+    lines.append('')
+    lines.append(f'- collected tests: {collected} (in {len(per_file) - len(import_errors)} files that imported)')
+    lines.append(f"- passed: {totals['passed']}")
+    lines.append(f"- failed: {totals['failed'] + totals['xpassed']}")
+    n_errors = totals['error'] + len(import_errors)
+    lines.append(
+        f'- errors: {n_errors} ({totals["error"]} in test setup/teardown, '
+        f'{len(import_errors)} files that failed to import)'
+    )
+    lines.append(f"- skipped: {totals['skipped'] + totals['xfailed']}")
+    not_run = sum(count_test_functions(work / TESTS_ROOT / rel) for rel in import_errors)
+    lines.append(f'- test functions in the files that failed to import (counted statically, not run): {not_run}')
+    lines.append('')
+    lines.append('## Per file')
+    lines.append('')
+    lines.append('| file | passed / total | failed | errors | skipped |')
+    lines.append('| --- | ---: | ---: | ---: | ---: |')
+    for rel in sorted(per_file):
+        c = per_file[rel]
+        if rel in import_errors:
+            rec = import_errors[rel]
+            n = count_test_functions(work / TESTS_ROOT / rel)
+            lines.append(f"| {rel} | import error (~{n} tests): {rec['type']}: {rec['msg'][:80]} | | 1 | |")
+            continue
+        total = sum(c.values())
+        lines.append(
+            f"| {rel} | {c['passed']} / {total} | {c['failed'] + c['xpassed']} | {c['error']} | "
+            f"{c['skipped'] + c['xfailed']} |"
+        )
+    if import_errors:
+        lines.append('')
+        lines.append('## Files that failed to import (one error each)')
+        lines.append('')
+        for rel, rec in sorted(import_errors.items()):
+            lines.append(f"- {rel}: {rec['type']}: {rec['msg'][:160]}")
+    if failures:
+        lines.append('')
+        lines.append(f'## Biggest failure categories (top {top})')
+        lines.append('')
+        lines.append('| count | exception: message prefix | example |')
+        lines.append('| ---: | --- | --- |')
+        for n, key, ids in categories(tests, import_errors)[:top]:
+            example = ids[0][len(TESTS_ROOT) + 1 :] if ids[0].startswith(TESTS_ROOT + '/') else ids[0]
+            lines.append(f"| {n} | {key.replace('|', '/')} | {example} |")
+    return '\n'.join(lines) + '\n'
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(
+        '--files',
+        action='append',
+        default=[],
+        metavar='SUBSTRING',
+        help='only test files whose path (brainstate/...) contains SUBSTRING (repeatable)',
+    )
+    parser.add_argument('--failures', action='store_true', help='list the biggest failure categories')
+    parser.add_argument('--top', type=int, default=25, help='how many failure categories to list (default 25)')
+    parser.add_argument('--keep', metavar='DIR', help='work in DIR and keep it (default: a temporary directory)')
+    parser.add_argument('--report', metavar='FILE', help='also write the report (Markdown) to FILE')
+    parser.add_argument('--version', default=DEFAULT_VERSION, help=f'brainstate version (default {DEFAULT_VERSION})')
+    parser.add_argument(
+        '--timeout', type=float, default=120.0, help='per-test time limit in seconds (default 120; 0: none)'
+    )
+    parser.add_argument('--run-slow', action='store_true', help="also run brainstate's tests marked slow")
+    parser.add_argument(
+        '--no-testing-helpers',
+        action='store_true',
+        help="leave out the shim's brainstate._testing (the suite's assertion helpers)",
+    )
+    parser.add_argument(
+        '--lenient-imports',
+        action='store_true',
+        help='import names the shim lacks as placeholders that fail when used, so that one missing import '
+        'no longer fails a whole file (an analysis aid; the headline number is without it)',
+    )
+    parser.add_argument('--max-restarts', type=int, default=20, help='resume at most this often after a crash')
+    parser.add_argument('pytest_args', nargs='*', help='extra pytest arguments (after --)')
+    args = parser.parse_args(argv)
+
+    archive = _archive(args.version, CACHE)
+    if args.keep:
+        work = Path(args.keep).resolve()
+        if (work / TESTS_ROOT).exists():
+            shutil.rmtree(work / TESTS_ROOT)
+        work.mkdir(parents=True, exist_ok=True)
+    else:
+        work = Path(tempfile.mkdtemp(prefix='brainstate-suite-'))
+    try:
+        files = extract_tests(archive, work / TESTS_ROOT)
+        if args.files:
+            files = [rel for rel in files if any(s in rel for s in args.files)]
+        if not files:
+            _say(f'[suite] no test file matches {args.files}', stream=sys.stderr)
+            return 2
+        shutil.copyfile(CONFTEST, work / 'conftest.py')
+        (work / 'pytest.ini').write_text(PYTEST_INI, encoding='utf-8')
+        _say(f'[suite] brainstate {args.version} from {archive.name}: {len(files)} test files; work dir {work}')
+        start = time.monotonic()
+        results = run_pytest(work, [f'{TESTS_ROOT}/{rel}' for rel in files], args)
+        summary = summarise(results, files)
+        mode = ' (lenient imports)' if args.lenient_imports else ''
+        header = (
+            f'# brainstate {args.version} test suite through the name shim{mode}\n\n'
+            f'{len(files)} test files, {time.monotonic() - start:.0f} s.\n\n'
+        )
+        text = header + render(summary, work, args.failures, args.top)
+        _say(text)
+        if args.report:
+            Path(args.report).write_text(text, encoding='utf-8')
+        (work / 'summary.json').write_text(json.dumps(summary['tests'], indent=1), encoding='utf-8')
+        return 0
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == '__main__':
+    sys.exit(main())

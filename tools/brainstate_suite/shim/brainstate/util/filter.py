@@ -1,0 +1,3 @@
+"""``brainstate.util.filter`` -> ``state_core.filter``."""
+
+from state_core.filter import *  # noqa: F403
