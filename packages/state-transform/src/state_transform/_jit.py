@@ -302,9 +302,12 @@ class JittedFunction(StatefulFunction, Generic[P, R]):
     def compile(self, *args: Any, **kwargs: Any) -> Any:
         """Lower and compile the program for these arguments (``jax.stages.Compiled``); runs nothing.
 
-        The same as ``self.lower(*args, **kwargs).compile()`` (the arguments are
-        those of ``lower``): use it to read the compiled program's cost or memory
-        analysis, or its text.
+        The same as ``self.lower(*args, **kwargs).compile()``: use it to read the
+        compiled program's cost or memory analysis, or its text.
+
+        Args:
+            *args: as for ``lower``.
+            **kwargs: as for ``lower``.
 
         Example:
             >>> import jax.numpy as jnp
