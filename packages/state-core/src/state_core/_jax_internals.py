@@ -171,6 +171,8 @@ def each_on_one_device(*groups: Sequence[Any]) -> bool:
     """
     for group in groups:
         for value in group:
+            # A plain array (the common case) is tested here without flattening it
+            # as a pytree: this runs on every call of a donating one-device program.
             if type(value) is ArrayImpl:
                 if type(_SHARDING_OF(value)) is not _SingleDeviceSharding:
                     return False
