@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -147,6 +147,9 @@ class Dropout(ElementWiseBlock):
         name: an optional name for the layer.
         prob: brainstate's spelling, the *keep* probability (``rate = 1 - prob``);
             keyword only, so ``Dropout(0.1)`` always means ``rate=0.1``.
+        broadcast_dims: input dimensions along which one mask value is shared
+            (e.g. ``(0,)`` drops the same features for every row of a batch);
+            negative numbers count from the end.
 
     Example:
         >>> import jax.numpy as jnp
@@ -170,8 +173,13 @@ class Dropout(ElementWiseBlock):
         name: str | None = None,
         *,
         prob: float | None = None,
+        broadcast_dims: Sequence[int] = (),
     ) -> None:
         super().__init__(name=name)
+        dims = (broadcast_dims,) if isinstance(broadcast_dims, int) else tuple(broadcast_dims)
+        if any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) for d in dims):
+            raise TypeError(f"Dropout: broadcast_dims must be ints (input dimensions), got {broadcast_dims!r}.")
+        self.broadcast_dims = tuple(int(d) for d in dims)
         if prob is not None:
             # brainstate's spelling: the keep probability.
             if rate is not None:
@@ -241,5 +249,18 @@ class Dropout(ElementWiseBlock):
         if deterministic or self.rate == 0.0:
             return x
         keep_prob = 1.0 - self.rate
-        keep = state_random.bernoulli(keep_prob, x.shape)
+        keep = state_random.bernoulli(keep_prob, self._mask_shape(x.shape))
         return jnp.where(keep, x / keep_prob, jnp.zeros_like(x))
+
+    def _mask_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """``shape`` with size 1 along ``broadcast_dims`` (one mask value shared along them)."""
+        if not self.broadcast_dims:
+            return shape
+        shared = set()
+        for d in self.broadcast_dims:
+            if not -len(shape) <= d < len(shape):
+                raise ValueError(
+                    f"Dropout: broadcast_dims contains {d}, but the input has shape {shape} ({len(shape)} dimensions)."
+                )
+            shared.add(d % len(shape))
+        return tuple(1 if i in shared else n for i, n in enumerate(shape))
