@@ -378,11 +378,7 @@ class ShardMapFunction(StatefulFunction, Generic[P, R]):
         the state and says how to fix it.
         """
         kept = set(_spec_mesh_axes(spec))
-        varying: set[Any] = set()
-        for aval in avals:
-            kind = mesh_type(aval)
-            if kind is not None:
-                varying.update(kind[1])
+        varying = _varying_axes(avals)
         extra = tuple(name for name in self.mesh.axis_names if name in varying and name not in kept)
         if not extra:
             return
@@ -397,11 +393,7 @@ class ShardMapFunction(StatefulFunction, Generic[P, R]):
 
     def _created_spec(self, state: State[Any], avals: Sequence[Any]) -> PartitionSpec:
         """The out spec of a state created inside the function and named by no rule."""
-        varying: set[Any] = set()
-        for aval in avals:
-            kind = mesh_type(aval)
-            if kind is not None:
-                varying.update(kind[1])
+        varying = _varying_axes(avals)
         if not varying:
             return _REPLICATED
         axes = tuple(name for name in self.mesh.axis_names if name in varying)
@@ -469,6 +461,16 @@ class ShardMapFunction(StatefulFunction, Generic[P, R]):
             on_failure=on_failure,
             prepare=_placer(trace.in_states, state_shardings, leaf_shardings),
         )
+
+
+def _varying_axes(avals: Sequence[Any]) -> set[Any]:
+    """The mesh axes any of ``avals`` varies over (their ``check_vma`` types; empty without them)."""
+    varying: set[Any] = set()
+    for aval in avals:
+        kind = mesh_type(aval)
+        if kind is not None:
+            varying.update(kind[1])
+    return varying
 
 
 def _placer(
