@@ -4,7 +4,14 @@ import doctest
 import importlib
 import pkgutil
 
+import pytest
+
 import state_core
+
+# Docstring examples are documentation: checked once per `hatch run test`, at the
+# newest JAX (the lowest-JAX run deselects `docs`; the behaviour they show is
+# covered at both ends by the unit tests).
+pytestmark = pytest.mark.docs
 
 MODULES = ["state_core", *sorted(f"state_core.{info.name}" for info in pkgutil.iter_modules(state_core.__path__))]
 

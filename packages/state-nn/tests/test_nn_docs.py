@@ -7,6 +7,11 @@ import pytest
 
 import state_nn
 
+# Docstring examples are documentation: checked once per `hatch run test`, at the
+# newest JAX (the lowest-JAX run deselects `docs`; the behaviour they show is
+# covered at both ends by the unit tests).
+pytestmark = pytest.mark.docs
+
 _PUBLIC = [state_nn] + [getattr(state_nn, name) for name in state_nn.__all__ if name != "__version__"]
 
 

@@ -44,6 +44,8 @@ CONTINUOUS = [
 ]
 
 
+# Statistical fits (N draws per sampler, a compile each): once per `hatch run test`, at the newest JAX.
+@pytest.mark.slow
 @pytest.mark.parametrize("name,args,dist", CONTINUOUS, ids=[f"{c[0]}{c[1]}" for c in CONTINUOUS])
 def test_continuous_sampler_matches_scipy(name, args, dist):
     x = getattr(RandomState(7), name)(*args, size=N)
@@ -66,6 +68,7 @@ DISCRETE = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,args,pmf,support", DISCRETE, ids=[d[0] for d in DISCRETE])
 def test_discrete_sampler_matches_scipy(name, args, pmf, support):
     x = getattr(RandomState(11), name)(*args, size=N)

@@ -10,6 +10,11 @@ import pytest
 import state_random
 from state_random import RandomState
 
+# Docstring examples are documentation: checked once per `hatch run test`, at the
+# newest JAX (the lowest-JAX run deselects `docs`; the behaviour they show is
+# covered at both ends by the unit tests).
+pytestmark = pytest.mark.docs
+
 
 def _public_objects():
     objs = [(n, getattr(state_random, n)) for n in state_random.__all__ if n not in ("__version__", "DEFAULT")]

@@ -101,6 +101,7 @@ def test_infinities_beyond_numpy():
     assert np.isfinite(RandomState(0).truncated_normal(-INF, INF, size=4)).all()
 
 
+@pytest.mark.slow  # rejection loops compiled for several shapes: once per `hatch run test`
 def test_infinite_parameters_numpy_accepts_still_draw():
     rng = RandomState(0)
     assert np.isinf(rng.normal(0.0, INF, size=3)).all()
@@ -115,6 +116,7 @@ def test_infinite_parameters_numpy_accepts_still_draw():
 
 
 # ---------------------------------------------------------------------- samplers that never returned
+@pytest.mark.slow  # rejection loops compiled for several shapes: once per `hatch run test`
 def test_vonmises_with_a_huge_concentration_returns_the_narrow_normal():
     # The rejection sampler never accepted from kappa ~ 1e8 on (float32); above 1e6 the
     # normal N(mu, 1 / kappa), as in NumPy.

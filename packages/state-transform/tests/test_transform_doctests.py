@@ -4,7 +4,14 @@ import doctest
 import importlib
 import pkgutil
 
+import pytest
+
 import state_transform
+
+# Docstring examples are documentation: checked once per `hatch run test`, at the
+# newest JAX (the lowest-JAX run deselects `docs`; the behaviour they show is
+# covered at both ends by the unit tests).
+pytestmark = pytest.mark.docs
 
 MODULES = [
     "state_transform",
