@@ -123,6 +123,28 @@ def test_reset_clears_and_is_refused_inside_a_block():
     assert environ.list_registered_behaviors() == []
 
 
+def test_reset_undoes_the_x64_switch_of_a_set_precision():
+    assert not jax.config.read("jax_enable_x64")
+    environ.set(precision=64)
+    environ.set(precision="bf16")  # a second set: reset still goes back to the flag before the first
+    environ.set(precision=64)
+    assert environ.dftype() == jnp.float64
+    environ.reset()
+    assert not jax.config.read("jax_enable_x64")
+    assert environ.get_precision() == 32 and environ.dftype() == jnp.float32
+
+
+def test_reset_leaves_an_x64_flag_the_user_set_through_jax():
+    jax.config.update("jax_enable_x64", True)
+    environ.set(dt=0.1)
+    environ.reset()
+    assert jax.config.read("jax_enable_x64")
+    environ.set(precision=32)  # switches x64 off ...
+    assert not jax.config.read("jax_enable_x64")
+    environ.reset()  # ... and reset restores the user's own setting
+    assert jax.config.read("jax_enable_x64")
+
+
 # ---------------------------------------------------------------------------- precision
 @pytest.mark.parametrize(
     ("precision", "bits", "f", "i", "ui", "c"),

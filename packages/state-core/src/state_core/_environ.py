@@ -126,6 +126,9 @@ class _Global:
         # Keys whose global value holds a JAX tracer (``set`` called inside a trace):
         # reading one after its trace is over is an error, not a stale tracer.
         self.traced: builtins.set[str] = builtins.set()
+        # ``jax_enable_x64`` as the first global ``set(precision=...)`` found it; ``reset``
+        # puts it back, so that a reset also undoes what ``set`` did to JAX.
+        self.x64_before_set: bool | None = None
 
 
 class _Local(threading.local):
@@ -367,6 +370,9 @@ def set(
             else:
                 _GLOBAL.traced.discard(key)
     if PRECISION in updates:
+        with _GLOBAL.lock:
+            if _GLOBAL.x64_before_set is None:
+                _GLOBAL.x64_before_set = bool(jax.config.read("jax_enable_x64"))
         _apply_precision(updates[PRECISION])
 
 
@@ -475,7 +481,12 @@ def context(**kwargs: Any) -> Iterator[dict[str, Any]]:
 
 
 def reset() -> None:
-    """Remove every global setting and registered behaviour (JAX's configuration is left as it is).
+    """Remove every global setting and registered behaviour.
+
+    A precision set with ``set(precision=...)`` switched JAX's ``jax_enable_x64``;
+    ``reset`` switches it back to what it was before the first such ``set`` (as
+    brainstate's ``reset`` restores its default precision). An x64 flag changed
+    with ``jax.config.update`` directly is left as it is.
 
     Raises:
         ValueError: inside a ``context`` block (its values would be lost half-way).
@@ -486,6 +497,11 @@ def reset() -> None:
         >>> environ.reset()
         >>> environ.get('dt', None) is None
         True
+        >>> import jax
+        >>> environ.set(precision=64); jax.config.read('jax_enable_x64')
+        True
+        >>> environ.reset(); jax.config.read('jax_enable_x64')
+        False
     """
     if _LOCAL.depth:
         raise ValueError("environ.reset: called inside an `environ.context` block; reset after the block ends.")
@@ -493,6 +509,9 @@ def reset() -> None:
         _GLOBAL.settings.clear()
         _GLOBAL.behaviors.clear()
         _GLOBAL.traced.clear()
+        x64_before, _GLOBAL.x64_before_set = _GLOBAL.x64_before_set, None
+    if x64_before is not None:
+        jax.config.update("jax_enable_x64", x64_before)
 
 
 # ---------------------------------------------------------------------------- precision
