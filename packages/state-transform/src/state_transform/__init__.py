@@ -27,6 +27,7 @@ from ._bounded_while import bounded_while_loop
 from ._checkpointed import checkpointed_for_loop, checkpointed_scan
 from ._conditions import cond, ifelse, switch
 from ._debug_nan import debug_nan, debug_nan_if
+from ._eval_shape import eval_shape
 from ._grad import GradFunction, grad
 from ._jit import JittedFunction, jit
 from ._legacy_vmap import vmap
@@ -59,6 +60,7 @@ __all__ = [
     "GradFunction",
     "debug_nan",
     "debug_nan_if",
+    "eval_shape",
     # control flow
     "scan",
     "for_loop",
