@@ -34,6 +34,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 SHIM = HERE / 'shim'
 CONFTEST = HERE / 'suite_conftest.py'
+SCOPE = HERE / 'scope.txt'
 DEFAULT_VERSION = '0.5.4'
 CACHE = Path(os.environ.get('XDG_CACHE_HOME', Path.home() / '.cache')) / 'state-brainstate-suite'
 TESTS_ROOT = 'suite'  # the extracted files live in <work>/suite/brainstate/...
@@ -87,30 +88,66 @@ def _is_test_member(name: str) -> str | None:
     return None
 
 
+def _archive_names(archive: Path) -> list[str]:
+    if archive.name.endswith('.tar.gz'):
+        with tarfile.open(archive) as tar:
+            return [m.name for m in tar.getmembers() if m.isfile()]
+    with zipfile.ZipFile(archive) as whl:
+        return whl.namelist()
+
+
+def _read_member(archive: Path, name: str) -> bytes:
+    if archive.name.endswith('.tar.gz'):
+        with tarfile.open(archive) as tar:
+            return tar.extractfile(name).read()
+    with zipfile.ZipFile(archive) as whl:
+        return whl.read(name)
+
+
 def extract_tests(archive: Path, dest: Path) -> list[str]:
     """Write every ``brainstate/**/*_test.py`` of ``archive`` below ``dest``; return their relative paths."""
     written = []
-    if archive.name.endswith('.tar.gz'):
-        with tarfile.open(archive) as tar:
-            for member in tar.getmembers():
-                rel = _is_test_member(member.name)
-                if rel and member.isfile():
-                    data = tar.extractfile(member).read()
-                    _write(dest / rel, data)
-                    written.append(rel)
-    else:
-        with zipfile.ZipFile(archive) as whl:
-            for name in whl.namelist():
-                rel = _is_test_member(name)
-                if rel:
-                    _write(dest / rel, whl.read(name))
-                    written.append(rel)
+    for name in _archive_names(archive):
+        rel = _is_test_member(name)
+        if rel:
+            _write(dest / rel, _read_member(archive, name))
+            written.append(rel)
     return sorted(written)
+
+
+def module_names(archive: Path) -> list[str]:
+    """The dotted names of brainstate's own modules in ``archive`` (not its tests): what the shim may alias."""
+    out = set()
+    for name in _archive_names(archive):
+        parts = name.split('/')
+        if parts and parts[0].startswith('brainstate-'):
+            parts = parts[1:]
+        if (
+            len(parts) >= 2
+            and parts[0] == 'brainstate'
+            and parts[-1].endswith('.py')
+            and not parts[-1].endswith('_test.py')
+        ):
+            dotted = [*parts[:-1], parts[-1][: -len('.py')]]
+            if dotted[-1] == '__init__':
+                dotted = dotted[:-1]
+            out.add('.'.join(dotted))
+    return sorted(out)
 
 
 def _write(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
+
+
+def read_scope(path: Path) -> list[str]:
+    """The test file paths listed in ``path`` (one per line; ``#`` starts a comment)."""
+    out = []
+    for line in path.read_text(encoding='utf-8').splitlines():
+        line = line.split('#', 1)[0].strip()
+        if line:
+            out.append(line)
+    return out
 
 
 def count_test_functions(path: Path) -> int:
@@ -140,6 +177,7 @@ def run_pytest(work: Path, targets: list[str], args: argparse.Namespace) -> Path
     env['PYTHONPATH'] = os.pathsep.join([str(SHIM), *filter(None, [env.get('PYTHONPATH')])])
     env['BRAINSTATE_SUITE_RESULTS'] = str(results)
     env['BRAINSTATE_SUITE_DONE'] = str(done_file)
+    env['BRAINSTATE_SUITE_MODULES'] = str(work / 'modules.txt')
     if args.no_testing_helpers:
         env['BRAINSTATE_SUITE_NO_TESTING_HELPERS'] = '1'
     if args.lenient_imports:
@@ -366,6 +404,11 @@ def main(argv: list[str] | None = None) -> int:
         metavar='SUBSTRING',
         help='only test files whose path (brainstate/...) contains SUBSTRING (repeatable)',
     )
+    parser.add_argument(
+        '--scope',
+        action='store_true',
+        help='only the test files listed in scope.txt (what this project re-implements): the porting metric',
+    )
     parser.add_argument('--failures', action='store_true', help='list the biggest failure categories')
     parser.add_argument('--top', type=int, default=25, help='how many failure categories to list (default 25)')
     parser.add_argument('--keep', metavar='DIR', help='work in DIR and keep it (default: a temporary directory)')
@@ -400,6 +443,13 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tempfile.mkdtemp(prefix='brainstate-suite-'))
     try:
         files = extract_tests(archive, work / TESTS_ROOT)
+        (work / 'modules.txt').write_text('\n'.join(module_names(archive)) + '\n', encoding='utf-8')
+        if args.scope:
+            wanted = read_scope(SCOPE)
+            absent = sorted(set(wanted) - set(files))
+            if absent:
+                _say(f'[suite] scope.txt names files brainstate {args.version} does not ship: {absent}', sys.stderr)
+            files = [rel for rel in files if rel in wanted]
         if args.files:
             files = [rel for rel in files if any(s in rel for s in args.files)]
         if not files:
@@ -411,7 +461,10 @@ def main(argv: list[str] | None = None) -> int:
         start = time.monotonic()
         results = run_pytest(work, [f'{TESTS_ROOT}/{rel}' for rel in files], args)
         summary = summarise(results, files)
-        mode = ' (lenient imports)' if args.lenient_imports else ''
+        mode = ', '.join(
+            m for m, on in (('scope.txt files', args.scope), ('lenient imports', args.lenient_imports)) if on
+        )
+        mode = f' ({mode})' if mode else ''
         header = (
             f'# brainstate {args.version} test suite through the name shim{mode}\n\n'
             f'{len(files)} test files, {time.monotonic() - start:.0f} s.\n\n'

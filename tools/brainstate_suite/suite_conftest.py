@@ -83,6 +83,16 @@ def _module_getattr(module_name):
     def __getattr__(attr):
         if attr.startswith('__') and attr.endswith('__'):
             raise AttributeError(attr)
+        from brainstate import _private_paths
+
+        if _private_paths.is_brainstate_module(f'{module_name}.{attr}'):
+            # `from brainstate.random import _impl`: a brainstate module, which the shim may alias.
+            import importlib
+
+            try:
+                return importlib.import_module(f'{module_name}.{attr}')
+            except ImportError:
+                pass
         return _placeholder(f'{module_name}.{attr}')
 
     return __getattr__

@@ -12,9 +12,13 @@ Rules (see ../../README.md):
   those names);
 * a name that docs/coming-from-brainstate.md says is "not provided" is not
   mapped: the tests that use it fail with AttributeError / ImportError;
-* brainstate's private modules (``brainstate._state``, ``brainstate.transform._debug``,
-  ...) do not exist here.  The one exception is ``brainstate._testing``, the
-  test suite's own assertion helpers (see that module).
+* a brainstate private module path (``brainstate._state``,
+  ``brainstate.random._state``, ...) resolves to the public names of its package
+  (``_private_paths.py``): ``from brainstate.random._state import RandomState`` is
+  the public ``RandomState``; a private helper that the package does not export
+  is missing.  Two private modules have their own names:
+  ``brainstate._testing``, the test suite's own assertion helpers, and
+  ``brainstate._compatible_import`` (JAX names, with JAX's public spellings).
 """
 
 # Sub-packages, importable as ``import brainstate.transform`` and as attributes.  Imported
@@ -31,6 +35,9 @@ nn = _importlib.import_module(f'{__name__}.nn')
 random = _importlib.import_module(f'{__name__}.random')
 transform = _importlib.import_module(f'{__name__}.transform')
 util = _importlib.import_module(f'{__name__}.util')
+_importlib.import_module(f'{__name__}.util.filter')
+_private_paths = _importlib.import_module(f'{__name__}._private_paths')
+_private_paths.install([environ, graph, nn, random, transform, util])
 
 # ---------------------------------------------------------------------------
 # brainstate names that ours spell differently (docs/coming-from-brainstate.md)
