@@ -141,7 +141,8 @@ def test_written_state_that_changes_shape_each_call():
         return x
 
     g = vmap2(f)
-    g(jnp.arange(3.0))
+    with pytest.warns(UserWarning, match="'grows'.*gains an axis of size 3"):
+        g(jnp.arange(3.0))
     assert s.value.shape == (3,)
     g(jnp.arange(3.0))
     assert s.value.shape == (3,)  # it does not grow an axis per call

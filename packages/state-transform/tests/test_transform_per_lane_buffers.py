@@ -72,7 +72,8 @@ def test_state_with_another_leading_size_is_stacked_as_before():
         return x
 
     f = vmap2(h)
-    f(jnp.ones((5, 3)))
+    with pytest.warns(UserWarning, match=r"'c'.*gains an axis of size 5"):
+        f(jnp.ones((5, 3)))
     assert c.value.shape == (5, 3)
     f(jnp.ones((5, 3)))
     assert c.value.shape == (5, 3)

@@ -96,7 +96,8 @@ def test_auto_is_the_default():
     s = state_core.State(jnp.zeros(()), name="default_policy")
     f = vmap2(_writer(s))
     assert f.unexpected_out_state_mapping == "auto"
-    f(jnp.arange(4.0))
+    with pytest.warns(UserWarning, match="gains an axis of size 4"):  # read whole, written per lane
+        f(jnp.arange(4.0))
     assert_allclose(np.asarray(s.value), [0.0, 1.0, 2.0, 3.0])
 
 
@@ -172,7 +173,8 @@ def test_pmap2_psum_write_is_unbatched_with_raise_policy():
 
 def test_pmap2_undeclared_lane_write_is_stacked():
     s = state_core.State(jnp.zeros(()), name="pm_stack")
-    pmap2(_writer(s), axis_name="d")(jnp.arange(4.0))
+    with pytest.warns(UserWarning, match="pm_stack.*gains an axis of size 4"):
+        pmap2(_writer(s), axis_name="d")(jnp.arange(4.0))
     assert_allclose(np.asarray(s.value), [0.0, 1.0, 2.0, 3.0])
 
 
@@ -298,13 +300,36 @@ def test_warn_message_names_the_state_and_the_state_out_axes_entry():
         f(jnp.arange(3.0))
 
 
-def test_auto_policy_is_accepted_and_stacks_silently():
+def test_auto_policy_stacks_a_written_only_state_silently():
     s = state_core.State(jnp.zeros(()), name="quiet")
-    f = StatefulMapping(_writer(s), unexpected_out_state_mapping="auto")
+    f = StatefulMapping(lambda x: _set(s, x + 1.0), unexpected_out_state_mapping="auto")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         f(jnp.arange(2.0))
-    assert_allclose(np.asarray(s.value), [0.0, 1.0])
+    assert_allclose(np.asarray(s.value), [1.0, 2.0])
+
+
+def test_auto_policy_warns_once_when_a_read_modify_write_state_gains_an_axis():
+    # brainstate warns here too: a state every lane reads whole and writes per lane is
+    # stacked, so (3,) becomes (5, 3), which is rarely what the update meant.
+    s = state_core.ShortTermState(jnp.zeros(3), name="trace_buffer")
+    f = vmap2(_writer(s))
+    with pytest.warns(UserWarning, match=r"trace_buffer.*whole value of shape \(3,\).*gains an axis of size 5") as rec:
+        f(jnp.arange(5.0))
+    assert rec[0].filename == __file__, "the warning points at the call in user code"
+    assert s.value.shape == (5, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        f(jnp.arange(5.0))  # the stacked value is now fed one row per lane: no new axis, no warning
+    assert_allclose(np.asarray(s.value), np.repeat(2.0 * np.arange(5.0)[:, None], 3, axis=1))
+
+
+def test_auto_policy_is_silent_for_a_per_lane_buffer_of_the_mapped_size():
+    s = state_core.ShortTermState(jnp.zeros(4), name="per_lane")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        vmap2(_writer(s))(jnp.ones(4))
+    assert_allclose(np.asarray(s.value), np.ones(4))
 
 
 def test_mapping_jaxpr_by_cache_is_the_mapped_program():

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import os
+import sys
 import warnings
 import weakref
 from collections.abc import Callable, Hashable, Iterable
@@ -37,6 +39,25 @@ from ._dependence import varying_outputs
 from ._lanes import advance_after_failure
 from ._mapping_program import build_mapped_program
 from ._typing import P, R
+
+# Frames in these directories are the library's own (our packages and JAX's tracing
+# machinery): a warning about the user's mapping points at the first frame outside them.
+_LIBRARY_DIRS = tuple(
+    os.path.dirname(path) + os.sep
+    for path in (sys.modules["state_core"].__file__, __file__, jax.__file__)
+    if path is not None
+)
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` (for a ``warnings.warn`` in the caller) of the nearest frame of user code."""
+    frame = sys._getframe(1)
+    level = 1
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_LIBRARY_DIRS):
+        frame = frame.f_back
+        level += 1
+    return level
+
 
 __all__ = ["StatefulMapping", "MappingInfo"]
 
@@ -433,6 +454,7 @@ class StatefulMapping(StatefulFunction, Generic[P, R]):
         varying = self._varying(ctx, trace)
         state_varying = varying[trace.n_out_leaves :]
 
+        read_ids = {id(s) for s in trace.in_states}
         lane_written_axes: list[Any] = []
         lane_written_mask: list[bool] = []
         i = 0
@@ -444,7 +466,8 @@ class StatefulMapping(StatefulFunction, Generic[P, R]):
                 lane_written_mask.append(False)
                 continue
             lane_written_mask.append(True)
-            lane_written_axes.append(self._out_axis(state, state_varies, paths, size, modes.get(id(state))))
+            read = id(state) in read_ids
+            lane_written_axes.append(self._out_axis(state, state_varies, paths, size, modes.get(id(state)), read))
             if n:
                 ndim = max(1, jax.numpy.ndim(jax.tree.leaves(state._value)[0]))
                 label = self._state_label(state, paths)
@@ -557,7 +580,13 @@ class StatefulMapping(StatefulFunction, Generic[P, R]):
         return axis
 
     def _out_axis(
-        self, state: State[Any], varies: bool, paths: dict[int, tuple[Any, ...]], size: int, in_mode: Any = None
+        self,
+        state: State[Any],
+        varies: bool,
+        paths: dict[int, tuple[Any, ...]],
+        size: int,
+        in_mode: Any = None,
+        read: bool = False,
     ) -> Any:
         axis = self._out_rules.value_for(paths.get(id(state), ()), state, _UNDECLARED)
         label = self._state_label(state, paths)
@@ -590,7 +619,21 @@ class StatefulMapping(StatefulFunction, Generic[P, R]):
                 f"warning), add an entry such as {{{axis}: OfType({type(state).__name__})}} to "
                 "state_out_axes.",
                 UserWarning,
-                stacklevel=6,
+                stacklevel=_user_stacklevel(),
+            )
+        elif policy == "auto" and read and in_mode is None:
+            # Read whole by every lane and written per lane: stacking gives it a new axis
+            # (shape (3,) becomes (size, 3)), which is rarely what a read-modify-write meant.
+            shapes = [tuple(jax.numpy.shape(x)) for x in jax.tree.leaves(state._value)]
+            shape = shapes[0] if len(shapes) == 1 else shapes
+            warnings.warn(
+                f"{message}; every lane read its whole value of shape {shape}, and it is now "
+                f"stacked on axis {axis}, so it gains an axis of size {size}. To keep one value "
+                f"per lane, give it a leading axis of size {size} (it is then fed one slice per "
+                f"lane) or declare it in state_in_axes and state_out_axes; to keep it whole, "
+                "reduce the new value over the lanes before writing it.",
+                UserWarning,
+                stacklevel=_user_stacklevel(),
             )
         # Remember the decision: on later calls the now-stacked value is fed per lane,
         # so a read-modify-write state does not gain an axis on every call.
