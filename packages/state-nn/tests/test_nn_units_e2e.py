@@ -74,15 +74,19 @@ def test_lif_python_loop_and_for_loop_agree_and_match_theory():
     times = jnp.arange(n) * environ.get_dt()
     assert times.unit == u.ms
 
+    # The eager Python loop (op by op, the slow part) is compared over the first 200 steps,
+    # which include the first spikes; the theory check below uses all n steps of for_loop.
+    n_eager = 200
     eager = state_nn.init_all_states(LIF(5))
     step = _step(eager)
-    eager_v, eager_spikes = zip(*(step(i, times[i]) for i in range(n)), strict=True)
+    eager_v, eager_spikes = zip(*(step(i, times[i]) for i in range(n_eager)), strict=True)
 
     looped = state_nn.init_all_states(LIF(5))
     vs, spikes = state_transform.for_loop(_step(looped), jnp.arange(n), times)
     assert vs.unit == u.mV and vs.shape == (n, 5)
-    assert_allclose(vs.to_decimal(u.mV), np.stack([v.to_decimal(u.mV) for v in eager_v]), atol=1e-4)
-    assert_array_equal(spikes, np.stack(eager_spikes))
+    assert_allclose(vs[:n_eager].to_decimal(u.mV), np.stack([v.to_decimal(u.mV) for v in eager_v]), atol=1e-4)
+    assert_array_equal(spikes[:n_eager], np.stack(eager_spikes))
+    assert np.asarray(spikes[:n_eager]).any(), "the compared stretch includes spikes"
     assert looped.V.value.unit == u.mV
 
     # Below threshold (V_inf = -65 + R I < -50 mV) no spikes; above, the analytic period of a
