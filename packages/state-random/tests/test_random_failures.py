@@ -131,6 +131,7 @@ def test_vonmises_with_a_huge_concentration_returns_the_narrow_normal():
     assert_array_equal(mixed[:, 2], [0.0, 0.0])
 
 
+@pytest.mark.slow  # rejection loops compiled for several shapes: once per `hatch run test`
 def test_zipf_with_a_large_exponent_returns_ones():
     # 2**(a - 1) overflows float32 from a = 129 on: the acceptance test was NaN and never true.
     for a in (129.0, 200.0, 1e30):
