@@ -35,6 +35,8 @@ HERE = Path(__file__).resolve().parent
 SHIM = HERE / 'shim'
 CONFTEST = HERE / 'suite_conftest.py'
 SCOPE = HERE / 'scope.txt'
+KNOWN = HERE / 'known_differences.txt'
+PORTING_PAGE = HERE.parents[1] / 'docs' / 'coming-from-brainstate.md'
 DEFAULT_VERSION = '0.5.4'
 CACHE = Path(os.environ.get('XDG_CACHE_HOME', Path.home() / '.cache')) / 'state-brainstate-suite'
 TESTS_ROOT = 'suite'  # the extracted files live in <work>/suite/brainstate/...
@@ -148,6 +150,62 @@ def read_scope(path: Path) -> list[str]:
         if line:
             out.append(line)
     return out
+
+
+def read_known(path: Path) -> list[tuple[re.Pattern[str], str]]:
+    """The ``regex :: reason`` rules of ``known_differences.txt``."""
+    rules = []
+    for line in path.read_text(encoding='utf-8').splitlines():
+        if not line.strip() or line.lstrip().startswith('#'):
+            continue
+        # ' :: ' with spaces around: test ids contain '::' without them.
+        pattern, reason = re.split(r'\s+::\s+', line.strip(), maxsplit=1)
+        rules.append((re.compile(pattern), reason))
+    return rules
+
+
+def explain(tests: dict, page: str, rules: list[tuple[re.Pattern[str], str]]) -> dict[str, list[str]]:
+    """Sort the failures by what explains them (see known_differences.txt); '' is unexplained."""
+    out: dict[str, list[str]] = defaultdict(list)
+    for nodeid, t in tests.items():
+        if t['outcome'] not in ('failed', 'error', 'xpassed'):
+            continue
+        text = f"{nodeid} | {t['type']}: {t['msg']}"
+        missing = re.search(r'(brainstate[\w.]*) is not provided', t['msg'])
+        attr = re.search(r"has no attribute '(\w+)'", t['msg']) if t['type'] == 'AttributeError' else None
+        name = missing.group(1) if missing else attr.group(1) if attr else None
+        if name is not None:
+            parts = name.split('.')
+            if any(p.startswith('_') for p in parts[1:]) or (attr is not None and name.startswith('_')):
+                out['a brainstate private helper or module'].append(nodeid)
+                continue
+            if f'`{parts[-1]}' in page:
+                out['a name the porting page lists as not provided'].append(nodeid)
+                continue
+        for pattern, reason in rules:
+            if pattern.search(text):
+                out[reason].append(nodeid)
+                break
+        else:
+            out[''].append(nodeid)
+    return out
+
+
+def render_explained(tests: dict, explained: dict[str, list[str]]) -> str:
+    unexplained = explained.get('', [])
+    n = sum(len(v) for v in explained.values())
+    lines = ['', f'## What explains the {n} failures', '', '| count | explained by |', '| ---: | --- |']
+    for reason, ids in sorted(explained.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        if reason:
+            lines.append(f'| {len(ids)} | {reason} |')
+    lines.append(f'| {len(unexplained)} | **unexplained** (listed below) |')
+    if unexplained:
+        lines += ['', '### Unexplained failures', '']
+        for nodeid in sorted(unexplained):
+            t = tests[nodeid]
+            shown = nodeid[len(TESTS_ROOT) + 1 :] if nodeid.startswith(TESTS_ROOT + '/') else nodeid
+            lines.append(f"- {shown}: {t['type']}: {t['msg'][:120]}")
+    return '\n'.join(lines) + '\n'
 
 
 def count_test_functions(path: Path) -> int:
@@ -409,6 +467,17 @@ def main(argv: list[str] | None = None) -> int:
         action='store_true',
         help='only the test files listed in scope.txt (what this project re-implements): the porting metric',
     )
+    parser.add_argument(
+        '--explain',
+        action='store_true',
+        help='sort the failures by what explains them: names the porting page lists as not provided, brainstate '
+        'private helpers, the rules of known_differences.txt; list the unexplained ones',
+    )
+    parser.add_argument(
+        '--reuse',
+        metavar='DIR',
+        help='do not run: report on the results a previous --keep DIR run left there',
+    )
     parser.add_argument('--failures', action='store_true', help='list the biggest failure categories')
     parser.add_argument('--top', type=int, default=25, help='how many failure categories to list (default 25)')
     parser.add_argument('--keep', metavar='DIR', help='work in DIR and keep it (default: a temporary directory)')
@@ -433,6 +502,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('pytest_args', nargs='*', help='extra pytest arguments (after --)')
     args = parser.parse_args(argv)
 
+    if args.reuse:
+        work = Path(args.reuse).resolve()
+        if not (work / 'results.jsonl').exists():
+            _say(f'[suite] --reuse {work}: no results.jsonl there (run once with --keep {work})', sys.stderr)
+            return 2
+        files = sorted(p.relative_to(work / TESTS_ROOT).as_posix() for p in (work / TESTS_ROOT).rglob('*_test.py'))
+        return _report(work, _select(files, args), args, work / 'results.jsonl', None)
     archive = _archive(args.version, CACHE)
     if args.keep:
         work = Path(args.keep).resolve()
@@ -442,16 +518,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         work = Path(tempfile.mkdtemp(prefix='brainstate-suite-'))
     try:
-        files = extract_tests(archive, work / TESTS_ROOT)
+        files = _select(extract_tests(archive, work / TESTS_ROOT), args)
         (work / 'modules.txt').write_text('\n'.join(module_names(archive)) + '\n', encoding='utf-8')
-        if args.scope:
-            wanted = read_scope(SCOPE)
-            absent = sorted(set(wanted) - set(files))
-            if absent:
-                _say(f'[suite] scope.txt names files brainstate {args.version} does not ship: {absent}', sys.stderr)
-            files = [rel for rel in files if rel in wanted]
-        if args.files:
-            files = [rel for rel in files if any(s in rel for s in args.files)]
         if not files:
             _say(f'[suite] no test file matches {args.files}', stream=sys.stderr)
             return 2
@@ -460,24 +528,41 @@ def main(argv: list[str] | None = None) -> int:
         _say(f'[suite] brainstate {args.version} from {archive.name}: {len(files)} test files; work dir {work}')
         start = time.monotonic()
         results = run_pytest(work, [f'{TESTS_ROOT}/{rel}' for rel in files], args)
-        summary = summarise(results, files)
-        mode = ', '.join(
-            m for m, on in (('scope.txt files', args.scope), ('lenient imports', args.lenient_imports)) if on
-        )
-        mode = f' ({mode})' if mode else ''
-        header = (
-            f'# brainstate {args.version} test suite through the name shim{mode}\n\n'
-            f'{len(files)} test files, {time.monotonic() - start:.0f} s.\n\n'
-        )
-        text = header + render(summary, work, args.failures, args.top)
-        _say(text)
-        if args.report:
-            Path(args.report).write_text(text, encoding='utf-8')
-        (work / 'summary.json').write_text(json.dumps(summary['tests'], indent=1), encoding='utf-8')
-        return 0
+        return _report(work, files, args, results, time.monotonic() - start)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def _select(files: list[str], args: argparse.Namespace) -> list[str]:
+    """The test files that --scope and --files pick."""
+    if args.scope:
+        wanted = read_scope(SCOPE)
+        absent = sorted(set(wanted) - set(files))
+        if absent:
+            _say(f'[suite] scope.txt names files brainstate {args.version} does not ship: {absent}', sys.stderr)
+        files = [rel for rel in files if rel in wanted]
+    if args.files:
+        files = [rel for rel in files if any(s in rel for s in args.files)]
+    return files
+
+
+def _report(work: Path, files: list[str], args: argparse.Namespace, results: Path, seconds: float | None) -> int:
+    summary = summarise(results, files)
+    summary['tests'] = {k: t for k, t in summary['tests'].items() if _file_of(k) in set(files)}
+    mode = ', '.join(m for m, on in (('scope.txt files', args.scope), ('lenient imports', args.lenient_imports)) if on)
+    mode = f' ({mode})' if mode else ''
+    took = f', {seconds:.0f} s' if seconds is not None else ''
+    header = f'# brainstate {args.version} test suite through the name shim{mode}\n\n{len(files)} test files{took}.\n\n'
+    text = header + render(summary, work, args.failures, args.top)
+    if args.explain:
+        page = PORTING_PAGE.read_text(encoding='utf-8')
+        text += render_explained(summary['tests'], explain(summary['tests'], page, read_known(KNOWN)))
+    _say(text)
+    if args.report:
+        Path(args.report).write_text(text, encoding='utf-8')
+    (work / 'summary.json').write_text(json.dumps(summary['tests'], indent=1), encoding='utf-8')
+    return 0
 
 
 if __name__ == '__main__':
