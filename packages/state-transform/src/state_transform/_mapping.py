@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import os
-import sys
 import warnings
 import weakref
 from collections.abc import Callable, Hashable, Iterable
@@ -24,6 +22,7 @@ from state_core.engine import (
     named,
     pushed_context,
     state_label,
+    user_stacklevel,
 )
 
 from ._axes import (
@@ -39,25 +38,6 @@ from ._dependence import varying_outputs
 from ._lanes import advance_after_failure
 from ._mapping_program import build_mapped_program
 from ._typing import P, R
-
-# Frames in these directories are the library's own (our packages and JAX's tracing
-# machinery): a warning about the user's mapping points at the first frame outside them.
-_LIBRARY_DIRS = tuple(
-    os.path.dirname(path) + os.sep
-    for path in (sys.modules["state_core"].__file__, __file__, jax.__file__)
-    if path is not None
-)
-
-
-def _user_stacklevel() -> int:
-    """The ``stacklevel`` (for a ``warnings.warn`` in the caller) of the nearest frame of user code."""
-    frame = sys._getframe(1)
-    level = 1
-    while frame.f_back is not None and frame.f_code.co_filename.startswith(_LIBRARY_DIRS):
-        frame = frame.f_back
-        level += 1
-    return level
-
 
 __all__ = ["StatefulMapping", "MappingInfo"]
 
@@ -619,7 +599,7 @@ class StatefulMapping(StatefulFunction, Generic[P, R]):
                 f"warning), add an entry such as {{{axis}: OfType({type(state).__name__})}} to "
                 "state_out_axes.",
                 UserWarning,
-                stacklevel=_user_stacklevel(),
+                stacklevel=user_stacklevel(),
             )
         elif policy == "auto" and read and in_mode is None:
             # Read whole by every lane and written per lane: stacking gives it a new axis
@@ -633,7 +613,7 @@ class StatefulMapping(StatefulFunction, Generic[P, R]):
                 f"lane) or declare it in state_in_axes and state_out_axes; to keep it whole, "
                 "reduce the new value over the lanes before writing it.",
                 UserWarning,
-                stacklevel=_user_stacklevel(),
+                stacklevel=user_stacklevel(),
             )
         # Remember the decision: on later calls the now-stacked value is fed per lane,
         # so a read-modify-write state does not gain an axis on every call.
