@@ -549,7 +549,8 @@ def _select(files: list[str], args: argparse.Namespace) -> list[str]:
 
 def _report(work: Path, files: list[str], args: argparse.Namespace, results: Path, seconds: float | None) -> int:
     summary = summarise(results, files)
-    summary['tests'] = {k: t for k, t in summary['tests'].items() if _file_of(k) in set(files)}
+    chosen = set(files)
+    summary['tests'] = {k: t for k, t in summary['tests'].items() if _file_of(k) in chosen}
     mode = ', '.join(m for m, on in (('scope.txt files', args.scope), ('lenient imports', args.lenient_imports)) if on)
     mode = f' ({mode})' if mode else ''
     took = f', {seconds:.0f} s' if seconds is not None else ''

@@ -24,7 +24,7 @@ from ._signature import canonical_signature, state_signature
 from ._state import State, check_not_state
 from ._trace import StateTraceStack, private_state_values
 
-__all__ = ["trace_function", "abstract_value"]
+__all__ = ["trace_function", "abstract_value", "shape_structs"]
 
 _ABSENT = object()
 
@@ -50,6 +50,24 @@ def abstract_value(x: Any) -> Any:
     if is_tracer(x) or type(x) is jax.ShapeDtypeStruct:
         return aval
     return jax.core.ShapedArray(aval.shape, aval.dtype, weak_type=aval.weak_type)
+
+
+def shape_structs(value: Any) -> Any:
+    """``value`` with every leaf replaced by its ``jax.ShapeDtypeStruct`` (shape and dtype).
+
+    The template of a state's value: what ``eval_shape`` reports, the zero
+    gradient of a state a loss never reads, the shape-only copy of a state.
+
+    Args:
+        value: an array, a number, or a pytree of them (a state's value).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from state_core.engine import shape_structs
+        >>> shape_structs({'w': jnp.zeros((2, 3)), 'n': 1})
+        {'n': ShapeDtypeStruct(shape=(), dtype=int32), 'w': ShapeDtypeStruct(shape=(2, 3), dtype=float32)}
+    """
+    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(jax.numpy.shape(x), jax.numpy.result_type(x)), value)
 
 
 def _current_value(state: State[Any]) -> Any:

@@ -22,14 +22,11 @@ from ._collection import StateDict, collect_states
 from ._filter import FilterLike, Path, to_predicate
 from ._graph import walk_graph
 from ._state import State
+from ._tracing import shape_structs
 
 __all__ = ["GraphDef", "states", "treefy_states", "treefy_split", "treefy_merge", "update_states"]
 
 _MISSING = object()
-
-
-def _abstract(value: Any) -> Any:
-    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), jax.numpy.result_type(x)), value)
 
 
 def _shell(state: State[Any]) -> State[Any]:
@@ -40,7 +37,7 @@ def _shell(state: State[Any]) -> State[Any]:
     """
     shell = object.__new__(type(state))
     shell.__dict__.update(state.__dict__)
-    shell.__dict__["_value"] = _abstract(state.__dict__["_value"])
+    shell.__dict__["_value"] = shape_structs(state.__dict__["_value"])
     return shell
 
 

@@ -98,7 +98,7 @@ from ._signature import (
 )
 from ._stateful_function import named, pure_program
 from ._trace import private_state_values
-from ._tracing import abstract_value, trace_function
+from ._tracing import abstract_value, shape_structs, trace_function
 
 __all__ = [
     # the records of the pipeline
@@ -107,6 +107,7 @@ __all__ = [
     "CacheEntry",
     "trace_function",
     "abstract_value",
+    "shape_structs",
     "jaxpr_evaluator",
     "pure_program",
     "named",

@@ -5,17 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import jax
-
 from state_core import State, StatefulFunction
+from state_core.engine import shape_structs
 
 __all__ = ["eval_shape"]
-
-
-def _abstract(value: Any) -> Any:
-    return jax.tree_util.tree_map(
-        lambda leaf: jax.ShapeDtypeStruct(jax.numpy.shape(leaf), jax.numpy.result_type(leaf)), value
-    )
 
 
 def eval_shape(fun: Callable[..., Any], *args: Any, return_state_shapes: bool = False, **kwargs: Any) -> Any:
@@ -59,5 +52,5 @@ def eval_shape(fun: Callable[..., Any], *args: Any, return_state_shapes: bool = 
     trace = StatefulFunction(fun).trace(*args, **kwargs)
     if not return_state_shapes:
         return trace.out_shapes
-    state_shapes: dict[State[Any], Any] = {state: _abstract(state.value) for state in trace.states}
+    state_shapes: dict[State[Any], Any] = {state: shape_structs(state.value) for state in trace.states}
     return state_shapes, trace.out_shapes

@@ -21,6 +21,7 @@ from state_core.engine import (
     jaxpr_evaluator,
     merger,
     named,
+    shape_structs,
     state_label,
     user_stacklevel,
 )
@@ -173,10 +174,7 @@ class GradFunction(StatefulFunction, Generic[P, R]):
         # that names it receives that full gradient.
         unique = list(dict.fromkeys(k for k in grad_index if k is not None))
         slot = {k: j for j, k in enumerate(unique)}
-        zeros = [
-            jax.tree.map(lambda x: jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x)), s._value)
-            for s in self._grad_state_list
-        ]
+        zeros = [shape_structs(s._value) for s in self._grad_state_list]
         argnums = self.argnums
         arg_tuple = () if argnums is None else ((argnums,) if isinstance(argnums, int) else tuple(argnums))
         n_args = trace.n_args
