@@ -194,3 +194,23 @@ def test_make_jaxpr_static_arguments():
 
     jaxpr, _states = make_jaxpr(f, static_argnums=1)(1.0, 3)
     assert [e.primitive.name for e in jaxpr.jaxpr.eqns].count("add") == 3
+
+
+def test_get_arg_cache_key_traces_on_a_miss_only_when_asked():
+    w = State(jnp.array([2.0]), name="w")
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        return jnp.log(w.value) + x
+
+    sf = StatefulFunction(f)
+    key = sf.get_arg_cache_key(jnp.array([1.0]))
+    with pytest.raises(ValueError, match="no traced program for this cache key"):
+        sf.get_jaxpr_by_cache(key)
+    assert calls == []
+    assert sf.get_arg_cache_key(jnp.array([1.0]), compile_if_miss=True) == key
+    assert str(sf.get_jaxpr_by_cache(key).jaxpr.eqns[0].primitive) == "log"
+    assert sf.get_arg_cache_key(jnp.array([3.0]), compile_if_miss=True) == key
+    assert calls == [1]  # traced once; the second call found the program
+    assert_allclose(w.value, [2.0])

@@ -229,6 +229,7 @@ def test_public_classes_live_in_state_nn():
         "Map",
         "Linear",
         "Dropout",
+        *("Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout", "DropoutFixed"),
         "Sequential",
         "ElementWiseBlock",
         "Param",

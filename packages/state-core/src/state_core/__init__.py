@@ -37,6 +37,7 @@ from ._sharding import get_named_sharding, get_partition_spec, shard_states
 from ._state import (
     HiddenState,
     LongTermState,
+    NonBatchState,
     ParamState,
     ShortTermState,
     State,
@@ -60,6 +61,7 @@ __all__ = [
     "LongTermState",
     "ParamState",
     "HiddenState",
+    "NonBatchState",
     "HiddenGroupState",
     "HiddenTreeState",
     "StateError",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import operator
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any
 
 import jax
@@ -62,6 +62,7 @@ class CallSignature:
     name: str
     static_argnums: tuple[int, ...]
     static_argnames: tuple[str, ...]
+    trace: Callable[..., Any]
 
     def _split_args(
         self, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -137,14 +138,19 @@ class CallSignature:
                         "or mark the argument static with static_argnums / static_argnames."
                     ) from None
 
-    def get_arg_cache_key(self, *args: Any, **kwargs: Any) -> Hashable:
+    def get_arg_cache_key(self, *args: Any, compile_if_miss: bool = False, **kwargs: Any) -> Hashable:
         """The cache key of a call with these arguments (see ``get_jaxpr_by_cache``).
 
         The key holds the arguments' structure, shapes, dtypes and weak types, the
-        values of the static arguments and the trace context; nothing is traced.
+        values of the static arguments and the trace context; nothing is traced
+        unless ``compile_if_miss`` asks for it.
 
         Args:
             *args: the positional arguments of a call (static ones included).
+            compile_if_miss: trace the call now if this signature has no traced
+                program yet, so that the ``*_by_cache(key)`` lookups find one
+                (no state is read or written). False (the default) only computes
+                the key.
             **kwargs: the keyword arguments of a call.
 
         Raises:
@@ -159,8 +165,14 @@ class CallSignature:
             True
             >>> f.get_arg_cache_key(jnp.zeros(2)) == f.get_arg_cache_key(jnp.zeros(3))
             False
+            >>> key = f.get_arg_cache_key(jnp.zeros(2), compile_if_miss=True)
+            >>> f.get_jaxpr_by_cache(key).out_avals
+            [ShapedArray(float32[2])]
         """
-        return self._call_key(args, kwargs)[0]
+        key = self._call_key(args, kwargs)[0]
+        if compile_if_miss:
+            self.trace(*args, **kwargs)
+        return key
 
     def _call_key(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Hashable, Sequence[Any]]:
         """The cache key and dynamic leaves of a call: its signature and its trace context.

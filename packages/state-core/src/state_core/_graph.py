@@ -1,7 +1,8 @@
 """The one walk over Python object graphs, and what engines learn from it.
 
 ``walk_graph`` visits an object graph (objects' attributes in definition order,
-list and tuple items, dict items) iteratively, so a chain of thousands of nested
+except those their class lists in ``graph_invisible_attrs``; list and tuple
+items, dict items) iteratively, so a chain of thousands of nested
 modules is fine. ``collect_states``, ``Module`` (its submodules and hook order) and
 the engines' object-graph checks are all built on it.
 
@@ -24,7 +25,15 @@ import numpy as np
 
 from ._state import State
 
-__all__ = ["walk_graph", "graph_states", "graph_roots", "GraphSnapshot", "snapshot_graph", "state_label"]
+__all__ = [
+    "graph_children",
+    "walk_graph",
+    "graph_states",
+    "graph_roots",
+    "GraphSnapshot",
+    "snapshot_graph",
+    "state_label",
+]
 
 Path = tuple[Hashable, ...]
 
@@ -49,8 +58,22 @@ OPAQUE = (
 )
 
 
-def _children(obj: Any, path: Path) -> Iterator[tuple[Path, Any]]:
-    """``(path, child)`` for the items of a container or the attributes of an object."""
+def graph_children(obj: Any, path: Path) -> Iterator[tuple[Path, Any]]:
+    """``(path, child)`` for the items of a container or the attributes of an object.
+
+    The one definition of what an object's children are: dict items, list and
+    tuple items, or the attributes in ``__dict__`` (definition order) minus those
+    its class lists in ``graph_invisible_attrs``.
+
+    Args:
+        obj: a dict, list, tuple or any object.
+        path: ``obj``'s own path; each child's path extends it by its key.
+
+    Example:
+        >>> from state_core.engine import graph_children
+        >>> list(graph_children({'a': 1, 'b': [2]}, ('root',)))
+        [(('root', 'a'), 1), (('root', 'b'), [2])]
+    """
     if isinstance(obj, dict):
         items: Any = obj.items()
     elif isinstance(obj, (list, tuple)):
@@ -59,7 +82,11 @@ def _children(obj: Any, path: Path) -> Iterator[tuple[Path, Any]]:
         attrs = getattr(obj, "__dict__", None)
         if attrs is None:
             return
-        items = attrs.items()
+        hidden = getattr(type(obj), "graph_invisible_attrs", None)
+        if hidden and isinstance(hidden, (tuple, list, set, frozenset)):
+            items = [(k, v) for k, v in attrs.items() if k not in hidden]
+        else:
+            items = attrs.items()
     for key, child in items:
         yield (*path, key), child
 
@@ -128,7 +155,9 @@ def walk_graph(
     if not post_order:
         yield root_path, root
     if _enterable(root, enter):
-        pending: list[tuple[Any, Path, Iterator[tuple[Path, Any]]]] = [(root, root_path, _children(root, root_path))]
+        pending: list[tuple[Any, Path, Iterator[tuple[Path, Any]]]] = [
+            (root, root_path, graph_children(root, root_path))
+        ]
     else:
         pending = []
     while pending:
@@ -146,7 +175,7 @@ def walk_graph(
         if _enterable(obj, enter):
             if not post_order:
                 yield path, obj
-            pending.append((obj, path, _children(obj, path)))
+            pending.append((obj, path, graph_children(obj, path)))
         else:
             yield path, obj
     if post_order and not _enterable(root, enter):

@@ -35,6 +35,7 @@ __all__ = [
     "LongTermState",
     "ParamState",
     "HiddenState",
+    "NonBatchState",
     "StateLeakError",
     "strict_state_checks",
     "maybe_state",
@@ -631,4 +632,4 @@ def maybe_state(x: Any) -> Any:
 
 
 # The kinds of state subclass State, so they are imported once it exists.
-from ._state_kinds import HiddenState, LongTermState, ParamState, ShortTermState  # noqa: E402
+from ._state_kinds import HiddenState, LongTermState, NonBatchState, ParamState, ShortTermState  # noqa: E402

@@ -9,7 +9,7 @@ import numpy as np
 
 from ._state import State
 
-__all__ = ["ShortTermState", "LongTermState", "ParamState", "HiddenState"]
+__all__ = ["ShortTermState", "LongTermState", "ParamState", "HiddenState", "NonBatchState"]
 
 T = TypeVar("T")
 
@@ -24,6 +24,27 @@ class ShortTermState(State[T]):
         >>> v.value = v.value + 1.0
         >>> v.value
         Array([1., 1., 1., 1.], dtype=float32)
+    """
+
+    __module__ = "state_core"
+
+
+class NonBatchState(ShortTermState[T]):
+    """A short-term state that batching initialisers keep as one copy shared by every lane.
+
+    ``state_transform.vmap2_new_states``, ``pmap2_new_states`` and
+    ``vmap_new_states`` give every state created during their call a leading
+    axis of copies, except a ``NonBatchState``: it keeps its value unbatched (a
+    lookup table, a step counter, a setting). Its value must then be the same on
+    every lane; one that differs between lanes is an error. Elsewhere it behaves
+    as a ``ShortTermState``.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from state_core import NonBatchState, ShortTermState
+        >>> table = NonBatchState(jnp.arange(3.0), name='table')
+        >>> isinstance(table, ShortTermState), table.value
+        (True, Array([0., 1., 2.], dtype=float32))
     """
 
     __module__ = "state_core"

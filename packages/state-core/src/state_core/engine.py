@@ -60,7 +60,7 @@ from ._donation import (
     exclusively_held,
     set_donation_min_bytes,
 )
-from ._graph import GraphSnapshot, graph_roots, graph_states, snapshot_graph, state_label, walk_graph
+from ._graph import GraphSnapshot, graph_children, graph_roots, graph_states, snapshot_graph, state_label, walk_graph
 from ._jax_internals import ArrayImpl, api_boundary, hide_library_frames, is_batched, is_eager, mesh_type
 from ._pretty import format_fields
 from ._program import CacheEntry, Program, Trace, jaxpr_evaluator, merger
@@ -151,6 +151,7 @@ __all__ = [
     "clear_caches",
     # object graphs and rules
     "walk_graph",
+    "graph_children",
     "graph_states",
     "graph_roots",
     "GraphSnapshot",

@@ -2,10 +2,12 @@
 
 ``Module`` is a container of ``state_core`` States and sub-Modules; ``Map`` runs a
 Module as an ensemble of members with ``state_transform.vmap2`` or ``pmap2``;
-``Linear``, ``Dropout`` and ``Sequential`` are ready layers; ``Param`` is a
-parameter with a transform (``ClipT``, ``SoftplusT``) and a regulariser
-(``L1Reg``, ``L2Reg``). ``Dynamics`` is the base class of neuron and synapse
-models, stepped with ``exp_euler_step`` and the ``dt`` of ``state_core.environ``.
+``Linear``, ``Dropout`` (with brainstate's variants ``Dropout1d`` / ``2d`` /
+``3d``, ``AlphaDropout``, ``FeatureAlphaDropout`` and ``DropoutFixed``) and
+``Sequential`` are ready layers; ``Param`` is a parameter with a transform
+(``ClipT``, ``SoftplusT``) and a regulariser (``L1Reg``, ``L2Reg``).
+``Dynamics`` is the base class of neuron and synapse models, stepped with
+``exp_euler_step`` and the ``dt`` of ``state_core.environ``.
 brainstate's activation functions (``relu``, ``softmax``, ...), ``clip_grad_norm``
 and the function forms ``init_all_states(module, ...)`` /
 ``reset_all_states(module, ...)`` are here under the same names.
@@ -56,6 +58,7 @@ from ._activations import (
     tanh_shrink,
 )
 from ._collective import init_all_states, reset_all_states
+from ._dropout_variants import AlphaDropout, Dropout1d, Dropout2d, Dropout3d, DropoutFixed, FeatureAlphaDropout
 from ._dynamics import (
     Dynamics,
     Prefetch,
@@ -82,6 +85,12 @@ __all__ = [
     "Map",
     "Linear",
     "Dropout",
+    "Dropout1d",
+    "Dropout2d",
+    "Dropout3d",
+    "AlphaDropout",
+    "FeatureAlphaDropout",
+    "DropoutFixed",
     "Sequential",
     "ElementWiseBlock",
     "EnvironContext",

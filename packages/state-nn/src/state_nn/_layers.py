@@ -164,7 +164,7 @@ class Dropout(ElementWiseBlock):
     """
 
     __module__ = "state_nn"
-    _repr_attrs = ("rate", "deterministic")
+    _repr_attrs: tuple[str, ...] = ("rate", "deterministic")
 
     def __init__(
         self,
@@ -235,22 +235,27 @@ class Dropout(ElementWiseBlock):
             Array([1., 1.], dtype=float32)
         """
         x = jnp.asarray(x)
-        if deterministic is None:
-            # brainstate's switch too: `environ.context(fit=False)` evaluates; unset, the layer's mode decides.
-            fit = environ.get(environ.FIT, True)
-            if not isinstance(fit, (bool, np.bool_)):
-                raise TypeError(f"Dropout: environ's `fit` flag must be a Python bool, got {type(fit).__name__}.")
-            deterministic = self.deterministic or not fit
-        if not isinstance(deterministic, (bool, np.bool_)):
-            raise TypeError(
-                "Dropout: deterministic must be a Python bool (it selects the program), got "
-                f"{type(deterministic).__name__}."
-            )
-        if deterministic or self.rate == 0.0:
+        if not self._dropping(deterministic):
             return x
         keep_prob = 1.0 - self.rate
         keep = state_random.bernoulli(keep_prob, self._mask_shape(x.shape))
         return jnp.where(keep, x / keep_prob, jnp.zeros_like(x))
+
+    def _dropping(self, deterministic: bool | None) -> bool:
+        """Whether this call drops entries: the call's ``deterministic``, else the layer's mode and environ's fit."""
+        where = type(self).__name__
+        if deterministic is None:
+            # brainstate's switch too: `environ.context(fit=False)` evaluates; unset, the layer's mode decides.
+            fit = environ.get(environ.FIT, True)
+            if not isinstance(fit, (bool, np.bool_)):
+                raise TypeError(f"{where}: environ's `fit` flag must be a Python bool, got {type(fit).__name__}.")
+            deterministic = self.deterministic or not fit
+        if not isinstance(deterministic, (bool, np.bool_)):
+            raise TypeError(
+                f"{where}: deterministic must be a Python bool (it selects the program), got "
+                f"{type(deterministic).__name__}."
+            )
+        return not deterministic and self.rate > 0.0
 
     def _mask_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
         """``shape`` with size 1 along ``broadcast_dims`` (one mask value shared along them)."""

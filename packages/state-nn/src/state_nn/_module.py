@@ -9,26 +9,15 @@ import numpy as np
 
 import state_core
 from state_core import State, StateDict
+from state_core.engine import graph_children
 from state_core.filter import FilterLike, to_predicate
+from state_core.graph import Node
 
 from ._module_display import ModuleDisplay
 
 __all__ = ["Module"]
 
 Path = tuple[Hashable, ...]
-
-
-def _module_children(obj: Any, path: Path) -> Iterator[tuple[Path, Any]]:
-    """``(path, value)`` for the direct attributes / items of a Module or container."""
-    items: Iterable[tuple[Any, Any]]
-    if isinstance(obj, dict):
-        items = obj.items()
-    elif isinstance(obj, (list, tuple)):
-        items = enumerate(obj)
-    else:
-        items = getattr(obj, "__dict__", {}).items()
-    for key, value in items:
-        yield (*path, key), value
 
 
 def _walk_modules(root: Module) -> list[tuple[Path, Module]]:
@@ -51,7 +40,7 @@ def _walk_modules(root: Module) -> list[tuple[Path, Module]]:
         seen.add(id(obj))
         if isinstance(obj, Module):
             found.append((path, obj))
-        pending.append(_module_children(obj, path))
+        pending.append(graph_children(obj, path))
     return found
 
 
@@ -69,7 +58,7 @@ def _hook_order(root: Module, hook_owner: str, exclude: Callable[[Path, Any], bo
     base = getattr(Module, hook_owner)
     # Each frame is (object, its path, its child iterator); a Module is listed when its
     # frame is popped, i.e. after all its children: post-order without recursion.
-    pending: list[tuple[Any, Path, Iterator[tuple[Path, Any]]]] = [(root, (), _module_children(root, ()))]
+    pending: list[tuple[Any, Path, Iterator[tuple[Path, Any]]]] = [(root, (), graph_children(root, ()))]
     while pending:
         owner, owner_path, children = pending[-1]
         item = next(children, None)
@@ -87,7 +76,7 @@ def _hook_order(root: Module, hook_owner: str, exclude: Callable[[Path, Any], bo
             if exclude is None or not exclude(path, obj):
                 order.append(obj)
         else:
-            pending.append((obj, path, _module_children(obj, path)))
+            pending.append((obj, path, graph_children(obj, path)))
     return order
 
 
@@ -143,7 +132,7 @@ def _direct_children(root: Module) -> list[tuple[Path, Module]]:
     found: list[tuple[Path, Module]] = []
     seen: set[int] = {id(root)}
     # A stack of iterators keeps the walk iterative and in definition order.
-    stack = [_module_children(root, ())]
+    stack = [graph_children(root, ())]
     while stack:
         item = next(stack[-1], None)
         if item is None:
@@ -157,11 +146,11 @@ def _direct_children(root: Module) -> list[tuple[Path, Module]]:
             found.append((path, value))
         elif isinstance(value, (list, tuple, dict)):
             seen.add(id(value))
-            stack.append(_module_children(value, path))
+            stack.append(graph_children(value, path))
     return found
 
 
-class Module(ModuleDisplay):
+class Module(ModuleDisplay, Node):
     """Base class of stateful models: a container of States and sub-Modules.
 
     Subclasses assign ``State`` objects and other ``Module`` objects as attributes

@@ -33,6 +33,7 @@ from ._jit import JittedFunction, jit
 from ._legacy_vmap import vmap
 from ._loops import for_loop, fori_loop, map, scan, while_loop
 from ._mapping import StatefulMapping
+from ._named import named_call, named_scope
 from ._new_states import in_new_state_probe, pmap2_new_states, vmap2_new_states
 from ._pmap import pmap2
 from ._progress import ProgressBar
@@ -42,6 +43,7 @@ from ._value_and_grad import JacobianFunction, ValueAndGradFunction, hessian, ja
 from ._vector_grad import fwd_grad, vector_grad
 from ._vjp_jvp import jvp, vjp
 from ._vmap import vmap2
+from ._vmap_new_states import vmap_new_states
 
 __all__ = [
     "__version__",
@@ -50,6 +52,7 @@ __all__ = [
     "vmap",
     "pmap2",
     "vmap2_new_states",
+    "vmap_new_states",
     "pmap2_new_states",
     "in_new_state_probe",
     "shard_map",
@@ -61,6 +64,8 @@ __all__ = [
     "debug_nan",
     "debug_nan_if",
     "eval_shape",
+    "named_call",
+    "named_scope",
     # control flow
     "scan",
     "for_loop",

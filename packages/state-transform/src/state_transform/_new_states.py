@@ -4,7 +4,8 @@ A strategy on the mapping engine: ``module.init_all_states(**kwargs)`` is traced
 once per lane, and every State it creates comes out of the mapped program with the
 axis its ``state_out_axes`` rule names (axis 0 by default). The call runs once, so
 its ``jax.vmap`` program runs op by op (compiling a program that runs once costs far
-more than running it).
+more than running it). ``run_creating_states`` is that core for any function; the
+function form ``vmap_new_states`` uses it too.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from state_core import BatchAxisError, State, active_trace_stacks, catch_new_states, collect_states
+from state_core import BatchAxisError, NonBatchState, State, active_trace_stacks, catch_new_states, collect_states
 from state_core.engine import StateRules, Trace, is_eager
 
 from ._axes import normalize_state_axes
@@ -34,23 +35,32 @@ class _NewStateMapping(StatefulMapping):
     # when the same model is initialised again).
     eager_first_call = True
 
-    def __init__(self, module: Any, init: Callable[[], Any], rules: StateRules[Any], name: str, **kwargs: Any) -> None:
-        super().__init__(init, in_axes=(), name=name, **kwargs)
-        self._module = module
+    def __init__(self, root: Any, run: Callable[..., Any], rules: StateRules[Any], name: str, **kwargs: Any) -> None:
+        super().__init__(run, name=name, **kwargs)
+        self._root = root
         self._new_rules = rules
         self._shared = True  # a one-shot call: its trace (and the States it made) is never reused
 
     def _created_axis(self, state: State[Any], varies: bool, paths: dict[int, tuple[Any, ...]]) -> Any:
-        path = collect_states(self._module).paths_by_state().get(id(state), ())
+        path = collect_states(self._root).paths_by_state().get(id(state), ()) if self._root is not None else ()
         axis = self._new_rules.value_for(path, state, 0)
         if axis is None and varies:
             raise BatchAxisError(
-                f"{self.name}: {state.describe()} is declared shared (axis None) in "
-                "state_out_axes, but its initial value differs between copies (for example "
-                "it is drawn at random). Give it an int axis, or initialise it without "
-                "per-copy randomness."
+                f"{self.name}: {state.describe()} is kept as one shared copy (a NonBatchState, "
+                "or axis None in state_out_axes / state_to_exclude), but its initial value differs "
+                "between copies (for example it is drawn at random, or computed from a mapped "
+                "argument). Give it an int axis, or initialise it the same on every copy."
             )
         return axis
+
+
+def new_state_rules(state_out_axes: Any, shared: Any = None) -> StateRules[Any]:
+    """NonBatchState (and ``shared``) first on axis None, then the user's rules; the rest go on axis 0."""
+    user = normalize_state_axes(state_out_axes, "state_out_axes")
+    first: list[tuple[Any, Any]] = [(None, NonBatchState)]
+    if shared is not None:
+        first.append((None, shared))
+    return StateRules([*first, *user.items()])
 
 
 def _check_init_target(module: Any, init_kwargs: Any, fn_name: str) -> dict[Any, Any]:
@@ -68,6 +78,11 @@ def _check_init_target(module: Any, init_kwargs: Any, fn_name: str) -> dict[Any,
     return init_kwargs
 
 
+def check_axis_size(fn_name: str, axis_size: Any) -> None:
+    if not isinstance(axis_size, int) or isinstance(axis_size, bool) or axis_size < 1:
+        raise ValueError(f"{fn_name}: axis_size must be a positive int, got {axis_size!r}.")
+
+
 def _map_new_states(
     fn_name: str,
     module: Any,
@@ -79,22 +94,49 @@ def _map_new_states(
 ) -> dict[Any, list[State[Any]]]:
     """Run the initialisation once under the mapping and group the new states by axis."""
     init_kwargs = _check_init_target(module, init_kwargs, fn_name)
-    if not isinstance(axis_size, int) or isinstance(axis_size, bool) or axis_size < 1:
-        raise ValueError(f"{fn_name}: axis_size must be a positive int, got {axis_size!r}.")
-    rules = StateRules.from_keyed_values(normalize_state_axes(state_out_axes, "state_out_axes"))
-    caught: list[State[Any]] = []
+    check_axis_size(fn_name, axis_size)
 
     def init() -> None:
-        with catch_new_states(state_tag) as catcher:
-            module.init_all_states(**init_kwargs)
-        caught[:] = catcher.get_states()
+        module.init_all_states(**init_kwargs)
 
-    mapping = _NewStateMapping(module, init, rules, fn_name, axis_size=axis_size, **mapping_kwargs)
-    mapping()
+    rules = new_state_rules(state_out_axes)
+    _, groups = run_creating_states(
+        fn_name, init, (), {}, module, rules, state_tag, axis_size=axis_size, in_axes=(), **mapping_kwargs
+    )
+    return groups
+
+
+def run_creating_states(
+    fn_name: str,
+    fun: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    root: Any,
+    rules: StateRules[Any],
+    state_tag: str | None,
+    **options: Any,
+) -> tuple[Any, dict[Any, list[State[Any]]]]:
+    """Run ``fun(*args, **kwargs)`` once under a mapping; its new states get the axis ``rules`` names.
+
+    Returns ``fun``'s mapped result and the new states grouped by axis. ``root`` is
+    where the new states' paths are looked up for path filters (None: no paths);
+    ``options`` are ``StatefulMapping``'s (``in_axes``, ``axis_size``, ``mapping_fn`` ...).
+    """
+    caught: list[State[Any]] = []
+
+    def run(*a: Any, **kw: Any) -> Any:
+        with catch_new_states(state_tag) as catcher:
+            out = fun(*a, **kw)
+        caught[:] = catcher.get_states()
+        return out
+
+    mapping = _NewStateMapping(root, run, rules, fn_name, **options)
+    out = mapping(*args, **kwargs)
     trace: Trace = mapping.get_traced_call()
     info: MappingInfo = mapping._entry(None).info
     mapped = dict(zip(trace.created_states, info.created_axes, strict=True))
-    paths = collect_states(module).paths_by_state()
+    paths = collect_states(root).paths_by_state() if root is not None else {}
+    size = info.axis_size
     groups: dict[Any, list[State[Any]]] = {}
     for state in caught:
         if state in mapped:
@@ -103,9 +145,12 @@ def _map_new_states(
             # Created with a value known at trace time (the same on every copy): copies made here.
             axis = rules.value_for(paths.get(id(state), ()), state, 0)
             if axis is not None:
-                state.restore_value(jax.tree.map(lambda x, a=axis: _copies(x, axis_size, a), state._value))
+                state.restore_value(jax.tree.map(lambda x, a=axis: _copies(x, size, a), state._value))
+        if axis is None:
+            # A shared constant made while tracing can be one of JAX's typed Python scalars.
+            state.restore_value(jax.tree.map(jnp.asarray, state._value))
         groups.setdefault(axis, []).append(state)
-    return groups
+    return out, groups
 
 
 def _copies(x: Any, n: int, axis: int) -> jax.Array:
