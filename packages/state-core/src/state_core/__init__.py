@@ -46,6 +46,16 @@ from ._state import (
     maybe_state,
     strict_state_checks,
 )
+from ._state_hooks import (
+    HookCancellationError,
+    HookContext,
+    HookHandle,
+    clear_state_hooks,
+    has_state_hooks,
+    list_state_hooks,
+    register_state_hook,
+    unregister_state_hook,
+)
 from ._stateful_function import StatefulFunction
 from ._trace import NewStateCatcher, StateTraceStack, active_trace_stacks, catch_new_states
 
@@ -67,6 +77,14 @@ __all__ = [
     "StateError",
     "StateLeakError",
     "BatchAxisError",
+    "register_state_hook",
+    "unregister_state_hook",
+    "clear_state_hooks",
+    "has_state_hooks",
+    "list_state_hooks",
+    "HookContext",
+    "HookHandle",
+    "HookCancellationError",
     "PlainTraceStateAccessWarning",
     "set_plain_trace_policy",
     "plain_trace_policy",

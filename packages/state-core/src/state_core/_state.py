@@ -17,6 +17,7 @@ from ._errors import StateLeakError
 from ._jax_internals import EVAL_TRACE, TRACE_STATE, current_trace, is_eager, is_tracer
 from ._plain_trace_reads import check_plain_trace_access, note_born_in_plain_trace
 from ._state_display import StateDisplay
+from ._state_hooks import _ON_CHANGE, HookMethods, run_hooks
 from ._state_support import (
     _as_tags,
     _contains_tracer,
@@ -46,10 +47,21 @@ T = TypeVar("T")
 
 
 _WATCH = "<watched>"
+# True while a hook is registered anywhere: the one test a read, write, restore or
+# creation pays for hooks (``_state_hooks`` keeps it up to date).
+_HOOKS_ON = False
+
+
+def _set_hooks_on(on: bool) -> None:
+    global _HOOKS_ON
+    _HOOKS_ON = on
+
+
+_ON_CHANGE.append(_set_hooks_on)
 _ABSENT = object()
 
 
-class State(StateDisplay, Generic[T]):
+class State(StateDisplay, HookMethods, Generic[T]):
     """A named, mutable holder of a pytree of arrays that JAX transformations understand.
 
     Reading ``state.value`` inside a state-aware transformation (``jit``, ``vmap2``,
@@ -128,6 +140,9 @@ class State(StateDisplay, Generic[T]):
         for catcher in CTX.catchers:
             catcher._add(self)
         self._source_info: Any = self._created_at or _creation_site()
+        if _HOOKS_ON:
+            info = {"name": name, "_name": name, "tag": self._tags, "strict": self.strict, **metadata}
+            run_hooks("init", self, {"init_metadata": info}, value)
 
     # -- identity -----------------------------------------------------------------
     __hash__ = object.__hash__
@@ -239,6 +254,10 @@ class State(StateDisplay, Generic[T]):
         # attribute load above), so it costs what it cost before the check existed.
         elif TRACE_STATE.value is not EVAL_TRACE:  # a JAX trace runs that records no state reads
             check_plain_trace_access(self, written=False)
+        if _HOOKS_ON:
+            value = self._value
+            run_hooks("read", self, {}, value)
+            return value
         return self._value
 
     @value.setter
@@ -247,6 +266,13 @@ class State(StateDisplay, Generic[T]):
             self._check_leaked()
         if isinstance(new_value, State):
             raise TypeError(f"Cannot assign a State to {self.describe()}.value; assign `other.value` instead.")
+        if _HOOKS_ON:
+            self._write_with_hooks(new_value)
+        else:
+            self._write(new_value)
+
+    def _write(self, new_value: Any) -> None:
+        """A checked, recorded write (the setter without hooks)."""
         self._check_write(new_value)
         stacks = CTX.stacks
         if len(stacks) > self._level:
@@ -277,6 +303,16 @@ class State(StateDisplay, Generic[T]):
             check_plain_trace_access(self, written=True)
         self._value = new_value
 
+    def _write_with_hooks(self, new_value: Any) -> None:
+        # write_before may replace or refuse the value before anything is checked or written.
+        old_value = self._value
+        before = {"old_value": old_value, "transformed_value": None, "cancel": False, "cancel_reason": None}
+        ctx = run_hooks("write_before", self, before, new_value)
+        if ctx is not None and ctx.transformed_value is not None:
+            new_value = ctx.transformed_value
+        self._write(new_value)
+        run_hooks("write_after", self, {"old_value": old_value}, new_value)
+
     def restore_value(self, value: T) -> None:
         """Set the value without recording a write and without checks.
 
@@ -299,6 +335,11 @@ class State(StateDisplay, Generic[T]):
             traced = _contains_tracer(value)
             if CTX.stacks or not traced:
                 self._leaked_at = _WATCH if traced else None
+        if _HOOKS_ON:
+            old_value = self.__dict__.get("_value")
+            self._value = value
+            run_hooks("restore", self, {"old_value": old_value}, value)
+            return
         self._value = value
 
     # -- protocol for engines: what a kind of State asks of the transformations -------------
@@ -501,6 +542,7 @@ class State(StateDisplay, Generic[T]):
         # clone its own bookkeeping (trace level, creation site, catchers) and value.
         new = object.__new__(type(self))
         new.__dict__.update(self.__dict__)
+        new.__dict__.pop("_hooks", None)  # a copy is a new state: it starts without hooks
         State.__init__(new, value, self._name, self._tags, strict=self.strict, **self.metadata)
         return new
 
@@ -594,7 +636,18 @@ def use_private_values(on: bool) -> None:
 
 
 _BOOKKEEPING = frozenset(
-    {"_value", "_name", "_tags", "strict", "_level", "_leaked_at", "_created_at", "_born_traced", "_source_info"}
+    {
+        "_value",
+        "_name",
+        "_tags",
+        "strict",
+        "_level",
+        "_leaked_at",
+        "_created_at",
+        "_born_traced",
+        "_source_info",
+        "_hooks",  # a copy is a new state: it starts without hooks
+    }
 )
 
 

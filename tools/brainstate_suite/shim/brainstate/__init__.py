@@ -60,5 +60,5 @@ functional = nn
 
 # Not mapped, because our packages do not provide them (docs say so):
 # BatchState, TreefyState, FakeState, DelayState, check_state_jax_tracer,
-# the state hooks (register_state_hook, HookManager, Hook*, ...),
+# the hook machinery (HookManager, HookConfig, HookWarning, ...),
 # brainstate.mixin, brainstate.typing, brainstate.interop, brainstate.init.
