@@ -7,7 +7,8 @@ docstring and its parameters, the index) is checked by ``test_docs_site.py``.
   notes in ``docs/_notes/``) is run, page by page: the blocks of one page are
   joined in order and executed in one fresh interpreter with 8 CPU devices, so
   later blocks see what earlier ones defined, and pages added later are picked up
-  without registering them anywhere.
+  without registering them anywhere. The pages in ``RUN_WITH_CLAIMS`` are run (and
+  their printed claims checked) by their own test instead.
 
 Opting a block out: put the HTML comment ``<!-- docs: no-run (reason) -->`` on the
 line right before its fence. It is invisible on the site. Use it only for code
@@ -89,8 +90,31 @@ def test_the_pages_exist_and_have_code():
             assert any(runs for _, _, runs in python_blocks(page.read_text())), f"{page} runs no code"
 
 
+# Pages whose blocks another test already runs, in order, and checks the printed claims of;
+# running them again here would add minutes of CPU and no check.
+RUN_WITH_CLAIMS = {
+    "guides/simulation-loops.md": "test_integration_lif.py",
+    "guides/checkpointing.md": "test_integration_checkpoint_docs.py",
+    "guides/common-mistakes.md": "test_docs_mistakes.py",
+}
+
+
 def pages_with_code() -> list[Path]:
-    return [p for p in pages() if any(runs for _, _, runs in python_blocks(p.read_text(encoding="utf-8")))]
+    return [
+        p
+        for p in pages()
+        if p.relative_to(DOCS).as_posix() not in RUN_WITH_CLAIMS
+        and any(runs for _, _, runs in python_blocks(p.read_text(encoding="utf-8")))
+    ]
+
+
+@pytest.mark.parametrize(("page", "test_file"), sorted(RUN_WITH_CLAIMS.items()))
+def test_pages_left_out_here_are_run_with_their_claims_elsewhere(page, test_file):
+    text = (DOCS / page).read_text(encoding="utf-8")
+    assert any(runs for _, _, runs in python_blocks(text)), f"docs/{page} has no code to run"
+    assert all(runs for _, _, runs in python_blocks(text)), f"docs/{page}: {test_file} would run its no-run blocks"
+    runner = (ROOT / "tests-integration" / test_file).read_text(encoding="utf-8")
+    assert f'"{page.rsplit("/", 1)[-1]}"' in runner or f'"docs/{page}"' in runner, f"{test_file} no longer runs {page}"
 
 
 @pytest.mark.parametrize("page", pages_with_code(), ids=lambda p: p.relative_to(DOCS).as_posix())
