@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import threading
 from typing import ClassVar
 
-from ._pretty import format_fields
+from ._pretty import format_object
 
 __all__ = ["Node"]
-
-# Objects whose repr is being built on this thread: a node that refers back to an
-# ancestor shows the ancestor's type name instead of recursing forever.
-_IN_REPR = threading.local()
 
 
 class Node:
@@ -52,13 +47,7 @@ class Node:
     graph_invisible_attrs: ClassVar[tuple[str, ...]] = ()
 
     def __repr__(self) -> str:
-        active: set[int] = getattr(_IN_REPR, "ids", None) or set()
-        if id(self) in active:
-            return f"{type(self).__name__}(...)"
-        _IN_REPR.ids = active | {id(self)}
-        try:
-            hidden = type(self).graph_invisible_attrs
-            fields = [(k, v) for k, v in vars(self).items() if not k.startswith("_") and k not in hidden]
-            return format_fields(type(self).__name__, fields)
-        finally:
-            _IN_REPR.ids = active
+        hidden = type(self).graph_invisible_attrs
+        return format_object(
+            self, lambda: [(k, v) for k, v in vars(self).items() if not k.startswith("_") and k not in hidden]
+        )

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -11,7 +12,7 @@ import numpy as np
 
 from ._jax_internals import is_tracer
 
-__all__ = ["format_fields", "format_value", "SUMMARY_THRESHOLD"]
+__all__ = ["format_fields", "format_object", "format_value", "SUMMARY_THRESHOLD"]
 
 # Arrays with more elements than this are summarised (shape, dtype, min/max/mean)
 # instead of printed in full, like NumPy's own summarisation but much earlier,
@@ -44,6 +45,43 @@ def format_fields(type_name: str, fields: Sequence[tuple[str, Any]]) -> str:
         text = text.replace("\n", "\n  ")
         rendered.append(f"  {key}={text}")
     return f"{type_name}(\n" + ",\n".join(rendered) + "\n)"
+
+
+# Objects whose repr is being built on this thread: an object reachable from itself
+# shows as ``Name(...)`` the second time instead of recursing forever.
+_IN_REPR = threading.local()
+
+
+def format_object(obj: Any, fields: Callable[[], Sequence[tuple[str, Any]]]) -> str:
+    """``format_fields(type(obj).__name__, fields())``, or ``Name(...)`` when ``obj`` is already being shown.
+
+    The guard is shared by every object formatted this way (nodes, modules), per
+    thread, so a graph with cycles prints finitely.
+
+    Args:
+        obj: the object being shown.
+        fields: called once, unless ``obj`` is already being shown: its ``(key, value)`` pairs.
+
+    Example:
+        >>> from state_core.engine import format_object
+        >>> class Loop:
+        ...     def __repr__(self):
+        ...         return format_object(self, lambda: [('me', self)])
+        >>> print(repr(Loop()))
+        Loop(
+          me=Loop(...)
+        )
+    """
+    active: set[int] | None = getattr(_IN_REPR, "ids", None)
+    if active is None:
+        active = _IN_REPR.ids = set()
+    if id(obj) in active:
+        return f"{type(obj).__name__}(...)"
+    active.add(id(obj))
+    try:
+        return format_fields(type(obj).__name__, fields())
+    finally:
+        active.discard(id(obj))
 
 
 class _Shown:

@@ -307,9 +307,15 @@ class HookTable:
 GLOBAL_HOOKS = HookTable()
 
 
+def own_table(obj: Any) -> HookTable | None:
+    """The hook table of one state, or None while it has never had a hook of its own."""
+    table: HookTable | None = obj.__dict__.get("_hooks")
+    return table
+
+
 def run_hooks(hook_type: str, state: State[Any], ctx_args: dict[str, Any], value: Any) -> HookContext | None:
     """Run the enabled hooks of ``hook_type`` (every state's first, then ``state``'s); None when there are none."""
-    own: HookTable | None = state.__dict__.get("_hooks")
+    own = own_table(state)
     hooks = GLOBAL_HOOKS.snapshot(hook_type) + (own.snapshot(hook_type) if own is not None else ())
     if not hooks:
         return None
@@ -326,7 +332,7 @@ def run_hooks(hook_type: str, state: State[Any], ctx_args: dict[str, Any], value
 def table_of(state: State[Any]) -> HookTable:
     """``state``'s own hook table, made on first use; its hooks are unregistered when the state is collected."""
     with _LOCK:
-        table: HookTable | None = state.__dict__.get("_hooks")
+        table = own_table(state)
         if table is None:
             table = state.__dict__["_hooks"] = HookTable()
             # A dropped state's hooks can never run again: stop counting them, so that
@@ -521,7 +527,7 @@ class HookMethods:
             >>> s.unregister_hook(h), s.has_hooks()
             (True, False)
         """
-        own: HookTable | None = self.__dict__.get("_hooks")
+        own = own_table(self)
         if not isinstance(handle, HookHandle):
             raise TypeError(f"unregister_hook: expected a HookHandle, got {type(handle).__name__}.")
         return own is not None and handle._table is own and own.remove(handle)
@@ -541,7 +547,7 @@ class HookMethods:
             >>> [h.name for h in s.list_hooks('read')]
             ['high', 'low']
         """
-        own: HookTable | None = self.__dict__.get("_hooks")
+        own = own_table(self)
         return own.handles(hook_type) if own is not None else []
 
     def clear_hooks(self, hook_type: str | None = None) -> None:
@@ -558,7 +564,7 @@ class HookMethods:
             >>> s.clear_hooks(); s.has_hooks()
             False
         """
-        own: HookTable | None = self.__dict__.get("_hooks")
+        own = own_table(self)
         if own is not None:
             own.clear(hook_type, "clear_hooks")
 

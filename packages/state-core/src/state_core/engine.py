@@ -62,7 +62,7 @@ from ._donation import (
 )
 from ._graph import GraphSnapshot, graph_children, graph_roots, graph_states, snapshot_graph, state_label, walk_graph
 from ._jax_internals import ArrayImpl, api_boundary, hide_library_frames, is_batched, is_eager, mesh_type
-from ._pretty import format_fields
+from ._pretty import format_fields, format_object
 from ._program import CacheEntry, Program, Trace, jaxpr_evaluator, merger
 from ._replay import (
     STATES_CHANGED,
@@ -167,6 +167,7 @@ __all__ = [
     "hide_library_frames",
     "api_boundary",
     "format_fields",
+    "format_object",
     "user_stacklevel",
     # sharding annotations
     "sharding_annotation",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -10,8 +9,6 @@ import state_core.engine
 from state_core import State
 
 __all__ = ["ModuleDisplay"]
-
-_REPR_GUARD = threading.local()
 
 
 class _Label:
@@ -126,17 +123,9 @@ class ModuleDisplay:
 
     def _format(self, show: Callable[[Any], str]) -> str:
         # A module reachable from itself shows as ``Name(...)`` the second time.
-        active = getattr(_REPR_GUARD, "ids", None)
-        if active is None:
-            active = _REPR_GUARD.ids = set()
-        if id(self) in active:
-            return f"{type(self).__name__}(...)"
-        active.add(id(self))
-        try:
-            fields = [(key, _render(value, show)) for key, value in self._display_fields()]
-            return state_core.engine.format_fields(type(self).__name__, fields)
-        finally:
-            active.discard(id(self))
+        return state_core.engine.format_object(
+            self, lambda: [(key, _render(value, show)) for key, value in self._display_fields()]
+        )
 
     def __repr__(self) -> str:
         """The module with its states' abstract values (shape and dtype), as brainstate prints it."""
