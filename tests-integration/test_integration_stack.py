@@ -27,6 +27,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 import state_core
 import state_nn
 import state_random
+from state_core.engine import jaxpr_consts, open_jaxpr
 from state_core.filter import OfType, PathContains
 from state_transform import StatefulMapping, grad, jit, pmap2, shard_map, vmap2
 
@@ -519,7 +520,8 @@ def test_seed002_s3_4_custom_mapping_fn_and_s3_5_jaxpr():
     closed = simple_vmap.get_jaxpr_by_cache(key)
     assert closed is not None
     # The jaxpr computes (2 * (x + s), x + s) for one lane.
-    outs = jax.core.eval_jaxpr(closed.jaxpr, closed.consts, *[jnp.float32(1.0)] * len(closed.jaxpr.invars))
+    body = open_jaxpr(closed)
+    outs = jax.core.eval_jaxpr(body, jaxpr_consts(closed), *[jnp.float32(1.0)] * len(body.invars))
     assert_allclose([float(o) for o in outs], [4.0, 2.0])
 
 

@@ -1,9 +1,9 @@
 """The declared JAX ranges are the tested ones, and every place that states them agrees.
 
 Each distribution that imports JAX declares ``jax>=LOW,<NEXT`` in its
-pyproject.toml. The ``jax`` matrix of hatch.toml pins exactly those lower ends
-(``hatch run test`` runs the suite there as well as at the newest JAX), and the
-READMEs tell readers the same numbers.
+pyproject.toml. The ``lowest`` environment of hatch.toml pins exactly those lower
+ends, the ``newest`` one takes the newest JAX they admit (``hatch run test`` runs
+both), and the READMEs tell readers the same numbers.
 """
 
 from __future__ import annotations
@@ -18,13 +18,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DISTS = ["state-core", "state-random", "state-transform", "state-nn"]
-# Which matrix environment tests the lowest JAX of each distribution.
-MATRIX_END = {
-    "state-core": "lowest-transform",
-    "state-random": "lowest-transform",
-    "state-transform": "lowest-transform",
-    "state-nn": "lowest-transform",
-}
+# The newest JAX the test command runs at; the declared upper bound is the next minor release.
+NEWEST_TESTED = "0.12"
 
 
 def _jax_requirement(dist: str) -> tuple[str, str]:
@@ -58,20 +53,24 @@ def test_each_distribution_that_imports_jax_declares_a_bounded_range(dist):
     assert _version_tuple(low) < _version_tuple(high)
 
 
-def test_matrix_pins_the_declared_lower_ends():
-    hatch = tomllib.loads((ROOT / "hatch.toml").read_text())
-    (matrix,) = hatch["envs"]["jax"]["matrix"]
-    pins: dict[str, set[str]] = {end: set() for end in matrix["end"]}
-    for entry in hatch["envs"]["jax"]["overrides"]["matrix"]["end"]["extra-dependencies"]:
-        for end in entry["if"]:
-            pins[end].add(entry["value"])
-    for dist, end in MATRIX_END.items():
+def test_the_lowest_end_pins_the_declared_lower_ends_and_installs_every_package():
+    lowest = tomllib.loads((ROOT / "hatch.toml").read_text())["envs"]["lowest"]
+    pins = set(lowest["dependencies"])
+    for dist in DISTS:
         low, _ = _jax_requirement(dist)
-        assert {f"jax=={low}", f"jaxlib=={low}"} <= pins[end], f"{dist} declares jax>={low}; {end} pins {pins[end]}"
-    # The test command runs both ends.
-    test_script = " ".join(hatch["envs"]["default"]["scripts"]["test"])
-    for end in pins:
-        assert f"jax.{end}:" in test_script
+        assert {f"jax=={low}", f"jaxlib=={low}"} <= pins, f"{dist} declares jax>={low}; the lowest end pins {pins}"
+        assert f"packages/{dist}" in lowest["workspace"]["members"]
+
+
+def test_the_newest_end_is_the_one_below_the_upper_bound():
+    for dist in DISTS:
+        _, high = _jax_requirement(dist)
+        major, minor = _version_tuple(NEWEST_TESTED)[:2]
+        assert _version_tuple(high)[:2] == (major, minor + 1), (
+            f"{dist} admits jax<{high}; the tests run {NEWEST_TESTED}"
+        )
+    newest = tomllib.loads((ROOT / "hatch.toml").read_text())["envs"]["newest"]
+    assert not any(d.startswith(("jax=", "jaxlib=")) for d in newest["dependencies"]), "the newest end pins no JAX"
 
 
 def test_one_upper_bound_and_the_running_jax_is_inside_every_range():

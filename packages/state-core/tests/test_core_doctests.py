@@ -31,13 +31,15 @@ def test_module_list_is_complete():
         assert f"state_core.{name}" in MODULES
 
 
-def test_doctests_of_every_module():
+def test_doctests_of_every_module(doctest_runner):
     failures, attempted = {}, 0
+    finder = doctest.DocTestFinder()
     for name in MODULES:
         module = importlib.import_module(name)
-        result = doctest.testmod(
-            module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE, verbose=False, report=False
-        )
+        runner = doctest_runner()
+        for test in finder.find(module, name):
+            runner.run(test, out=lambda s: None)
+        result = runner.summarize(verbose=False)
         attempted += result.attempted
         if result.failed:
             failures[name] = result.failed

@@ -8,6 +8,7 @@ import pytest
 from numpy.testing import assert_allclose
 
 from state_core import ParamState, State, StatefulFunction, StateTraceStack, make_jaxpr
+from state_core.engine import open_jaxpr
 
 
 def _model():
@@ -29,8 +30,8 @@ def test_get_jaxpr_accepts_call_arguments_and_traces_once():
     x = jnp.ones(2)
     jaxpr = f.get_jaxpr(x)
     assert len(calls) == 1
-    assert [str(v.aval) for v in jaxpr.jaxpr.invars] == ["float32[2]"] * 3
-    assert len(jaxpr.jaxpr.outvars) == 3  # sum, x, new h
+    assert [str(v.aval) for v in open_jaxpr(jaxpr).invars] == ["float32[2]"] * 3
+    assert len(open_jaxpr(jaxpr).outvars) == 3  # sum, x, new h
     assert f.get_jaxpr(x) is jaxpr and len(calls) == 1
     assert_allclose(h.value, [0.0, 0.0])  # inspection does not run the program
     f(x)
@@ -166,11 +167,11 @@ def test_make_jaxpr_returns_jaxpr_and_states_and_retraces():
     maker = make_jaxpr(f)
     jaxpr, states = maker(1.0)
     assert states == (s, r)
-    assert [str(v.aval) for v in jaxpr.jaxpr.invars] == ["float32[3]", "float32[3]", "~float32[]"]
+    assert [str(v.aval) for v in open_jaxpr(jaxpr).invars] == ["float32[3]", "float32[3]", "~float32[]"]
     r.value = jnp.ones(5)
     s.value = jnp.zeros(5)
     jaxpr2, _ = maker(1.0)  # traced afresh: sees the new shapes
-    assert [str(v.aval) for v in jaxpr2.jaxpr.invars] == ["float32[5]", "float32[5]", "~float32[]"]
+    assert [str(v.aval) for v in open_jaxpr(jaxpr2).invars] == ["float32[5]", "float32[5]", "~float32[]"]
     _jaxpr3, states3, shapes = make_jaxpr(f, return_shape=True)(jnp.ones(5, jnp.int32))
     assert shapes.shape == (5,) and shapes.dtype == jnp.int32 and states3 == (s, r)
     assert_allclose(s.value, jnp.zeros(5))  # nothing ran
@@ -193,7 +194,7 @@ def test_make_jaxpr_static_arguments():
             s.value = s.value + x
 
     jaxpr, _states = make_jaxpr(f, static_argnums=1)(1.0, 3)
-    assert [e.primitive.name for e in jaxpr.jaxpr.eqns].count("add") == 3
+    assert [e.primitive.name for e in open_jaxpr(jaxpr).eqns].count("add") == 3
 
 
 def test_get_arg_cache_key_traces_on_a_miss_only_when_asked():
@@ -210,7 +211,7 @@ def test_get_arg_cache_key_traces_on_a_miss_only_when_asked():
         sf.get_jaxpr_by_cache(key)
     assert calls == []
     assert sf.get_arg_cache_key(jnp.array([1.0]), compile_if_miss=True) == key
-    assert str(sf.get_jaxpr_by_cache(key).jaxpr.eqns[0].primitive) == "log"
+    assert str(open_jaxpr(sf.get_jaxpr_by_cache(key)).eqns[0].primitive) == "log"
     assert sf.get_arg_cache_key(jnp.array([3.0]), compile_if_miss=True) == key
     assert calls == [1]  # traced once; the second call found the program
     assert_allclose(w.value, [2.0])

@@ -13,6 +13,7 @@ from numpy.testing import assert_allclose
 
 from state_core import State, StatefulFunction
 from state_core._jax_internals import current_trace, is_tracer, new_trace_input
+from state_core.engine import open_jaxpr
 
 
 def test_new_trace_input_adds_a_jaxpr_input_mid_trace():
@@ -27,8 +28,8 @@ def test_new_trace_input_adds_a_jaxpr_input_mid_trace():
 
     closed = jax.make_jaxpr(fn)(jnp.ones(3))
     assert seen == {"is_tracer": True, "aval": ((3,), jnp.float32)}
-    assert len(closed.jaxpr.invars) == 2
-    assert [v.aval.shape for v in closed.jaxpr.invars] == [(3,), (3,)]
+    assert len(open_jaxpr(closed).invars) == 2
+    assert [v.aval.shape for v in open_jaxpr(closed).invars] == [(3,), (3,)]
     # the new input is a real input of the program, appended after the declared one
     run = jax.extend.core.jaxpr_as_fun(closed)
     (out,) = run(jnp.ones(3), jnp.arange(3.0))
@@ -43,10 +44,10 @@ def test_new_trace_input_with_several_inputs_and_dtypes():
         return x + a, b.sum()
 
     closed = jax.make_jaxpr(fn)(jnp.zeros((), jnp.int32))
-    avals = [v.aval for v in closed.jaxpr.invars]
+    avals = [v.aval for v in open_jaxpr(closed).invars]
     assert [(a.shape, a.dtype) for a in avals] == [((), jnp.int32), ((), jnp.int32), ((2, 2), jnp.float32)]
     assert avals[2].weak_type is True
-    assert len(closed.jaxpr.outvars) == 2
+    assert len(open_jaxpr(closed).outvars) == 2
 
 
 def test_current_trace_eagerly_cannot_take_new_inputs():
@@ -123,3 +124,60 @@ def test_is_batched_tells_lane_varying_values_inside_vmap():
     jax.vmap(f, in_axes=(0, None))(jnp.arange(3.0), 1.0)
     assert seen == [(True, False, True, False)]
     assert not is_batched(jnp.ones(2))
+
+
+def test_every_jax_internal_the_module_reads_resolves_on_this_jax():
+    """Each internal below has a slower (or blind) public fallback; on a supported JAX none may be used.
+
+    The suite runs at both ends of the supported range, so this pins every
+    ``jax._src`` lookup of ``_jax_internals`` at JAX 0.10.0 and at the newest JAX.
+    """
+    from state_core import _jax_internals as ji
+
+    assert ji._source_info_util is not None
+    assert ji._EvalTrace is not None and isinstance(ji.EVAL_TRACE, ji._EvalTrace)
+    assert type(ji.TRACE_STATE).__module__.startswith("jax")  # JAX's own record, not the public stand-in
+    assert ji._eager_constant_folding is not None
+    assert ji._BatchTracer is not None
+    assert ji._traceback_util is not None
+    assert ji.ArrayImpl.__module__.startswith("jax")
+    assert ji._debug_nans is not None and ji._debug_infs is not None
+    assert ji._get_concrete_mesh is not None
+    assert ji.PRNGKeyArray is type(jax.random.key(0))
+    assert ji.KEY_TOKEN is not None
+    assert ji.missing_jax_features() == []
+
+
+def test_jaxpr_helpers_unpack_and_rebuild_a_closed_jaxpr():
+    from jax.extend.core import jaxpr_as_fun
+
+    from state_core.engine import close_jaxpr, is_jaxpr, jaxpr_consts
+
+    c = jnp.arange(3.0)
+    closed = jax.make_jaxpr(lambda x: jnp.sin(x) + c)(c)
+    body = open_jaxpr(closed)
+    assert is_jaxpr(closed) and is_jaxpr(body) and not is_jaxpr(c)
+    assert [eqn.primitive.name for eqn in body.eqns] == ["sin", "add"]
+    assert len(body.invars) == 1  # the constant is not an input
+    (const,) = jaxpr_consts(closed)
+    assert_allclose(const, [0.0, 1.0, 2.0])
+    assert len(body.constvars) == 1
+    (out,) = jaxpr_as_fun(close_jaxpr(body, [c + 10]))(c)
+    assert_allclose(out, np.sin(np.arange(3.0)) + np.arange(3.0) + 10, rtol=1e-6)
+    # An open jaxpr has no constants; opening it again changes nothing.
+    assert open_jaxpr(body) is body
+    assert jaxpr_consts(jax.make_jaxpr(lambda x: x * 2)(1.0)) == []
+
+
+def test_jaxpr_helpers_reorder_inputs_as_tracing_does():
+    from jax.extend.core import jaxpr_as_fun
+
+    from state_core.engine import close_jaxpr, jaxpr_consts
+
+    c = jnp.float32(5.0)
+    closed = jax.make_jaxpr(lambda a, b: a - b + c)(1.0, 2.0)
+    body = open_jaxpr(closed)
+    debug_info = body.debug_info._replace(arg_names=None)  # as tracing does: the names no longer line up
+    swapped = body.replace(invars=[body.invars[1], body.invars[0]], debug_info=debug_info)
+    (out,) = jaxpr_as_fun(close_jaxpr(swapped, jaxpr_consts(closed)))(1.0, 2.0)  # now b=1, a=2
+    assert_allclose(out, 2.0 - 1.0 + 5.0)

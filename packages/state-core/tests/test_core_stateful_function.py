@@ -18,7 +18,7 @@ from state_core import (
     strict_state_checks,
 )
 from state_core._context import CTX
-from state_core.engine import Trace, leaf_signature
+from state_core.engine import Trace, leaf_signature, open_jaxpr
 
 
 def _not_tracer(x):
@@ -238,11 +238,11 @@ def test_get_states_by_key_and_jaxpr_layout():
     jaxpr = f.get_jaxpr_by_cache(key)
     assert jaxpr is f.make_jaxpr(*args)
     # inputs: the state leaves first (dict leaves in key order), then the argument leaves
-    assert len(jaxpr.jaxpr.invars) == 2 + 3
-    assert [v.aval.shape for v in jaxpr.jaxpr.invars] == [(5,), (6,), (2,), (3,), (4,)]
+    assert len(open_jaxpr(jaxpr).invars) == 2 + 3
+    assert [v.aval.shape for v in open_jaxpr(jaxpr).invars] == [(5,), (6,), (2,), (3,), (4,)]
     # outputs: the return value's leaves, then the written state leaves
-    assert len(jaxpr.jaxpr.outvars) == 1 + 1
-    assert [v.aval.shape for v in jaxpr.jaxpr.outvars] == [(), (7,)]
+    assert len(open_jaxpr(jaxpr).outvars) == 1 + 1
+    assert [v.aval.shape for v in open_jaxpr(jaxpr).outvars] == [(), (7,)]
     traced = f.get_traced_call(key)
     assert isinstance(traced, Trace)
     assert traced.in_states == (st,) and traced.out_states == (out_state,)
@@ -258,9 +258,10 @@ def test_jaxpr_invars_count_read_and_written_state():
 
     f = StatefulFunction(fn)
     jaxpr = f.make_jaxpr(jnp.ones(3), 2.0)
-    assert len(jaxpr.jaxpr.invars) == 1 + 2
-    assert [(v.aval.shape, v.aval.dtype) for v in jaxpr.jaxpr.invars] == [((3,), jnp.float32)] * 2 + [((), jnp.float32)]
-    assert len(jaxpr.jaxpr.outvars) == 2
+    assert len(open_jaxpr(jaxpr).invars) == 1 + 2
+    invars = open_jaxpr(jaxpr).invars
+    assert [(v.aval.shape, v.aval.dtype) for v in invars] == [((3,), jnp.float32)] * 2 + [((), jnp.float32)]
+    assert len(open_jaxpr(jaxpr).outvars) == 2
 
 
 def test_jaxpr_call_does_not_touch_states():
@@ -325,7 +326,7 @@ def test_tracing_never_changes_state_values():
 
     f = StatefulFunction(fn)
     jaxpr = f.make_jaxpr(jnp.ones(3))
-    assert len(jaxpr.jaxpr.invars) == 2  # a, x  (b is written before it is read)
+    assert len(open_jaxpr(jaxpr).invars) == 2  # a, x  (b is written before it is read)
     assert a.value is a_before and b.value is b_before
     assert _not_tracer(a.value) and _not_tracer(b.value)
     assert f.get_write_states() == [a, b]  # first-access order: `a` is read before `b` is written

@@ -41,8 +41,8 @@ def test_every_public_name_has_an_example():
 
 
 @pytest.mark.parametrize("test", DOCTESTS, ids=[t.name for t in DOCTESTS])
-def test_docstring_example(test):
-    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+def test_docstring_example(test, doctest_runner):
+    runner = doctest_runner()
     test.globs = dict(test.globs)
     runner.run(test)
     result = runner.summarize(verbose=False)

@@ -33,10 +33,10 @@ def _keep_default_key():
 
 
 @pytest.mark.parametrize("name,obj", _public_objects(), ids=[n for n, _ in _public_objects()])
-def test_docstring_example_runs(name, obj):
+def test_docstring_example_runs(name, obj, doctest_runner):
     tests = doctest.DocTestFinder(recurse=False).find(obj, name, globs={})
     assert tests and tests[0].examples, f"{name} has no doctest example"
-    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    runner = doctest_runner()
     for test in tests:
         runner.run(test)
     result = runner.summarize(verbose=False)

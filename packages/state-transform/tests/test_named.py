@@ -8,6 +8,7 @@ import pytest
 from numpy.testing import assert_allclose
 
 from state_core import ParamState, State, environ
+from state_core.engine import open_jaxpr
 from state_transform import grad, jit, named_call, named_scope, scan
 
 
@@ -17,7 +18,7 @@ def name_stacks(jaxpr):
     for eqn in jaxpr.eqns:
         found.append(str(eqn.source_info.name_stack))
         for param in eqn.params.values():
-            inner = getattr(param, "jaxpr", param)  # a ClosedJaxpr holds its Jaxpr
+            inner = open_jaxpr(param)
             if isinstance(inner, jax.extend.core.Jaxpr):
                 found.extend(name_stacks(inner))
     return found
@@ -380,7 +381,7 @@ def test_an_outer_jit_follows_the_setting_it_read():
     assert len(traced) == 1
     with environ.context(ir_compilation=True):
         assert_allclose(outer(jnp.ones(2)), [3.0, 3.0])
-        nested = [eqn for eqn in jax.make_jaxpr(outer)(jnp.ones(2)).jaxpr.eqns if eqn.primitive.name == "jit"]
+        nested = [eqn for eqn in open_jaxpr(jax.make_jaxpr(outer)(jnp.ones(2))).eqns if eqn.primitive.name == "jit"]
     assert len(traced) == 2, "the outer jit read ir_compilation: a new value traces it again"
     assert len(nested) == 1
     inner_jits = [eqn.params["name"] for eqn in nested[0].params["jaxpr"].eqns if eqn.primitive.name == "jit"]

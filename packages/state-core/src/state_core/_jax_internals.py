@@ -91,6 +91,100 @@ def check_jax(version: str, missing: list[str]) -> None:
 
 check_jax(jax.__version__, missing_jax_features())
 
+# JAX 0.11 folded ``ClosedJaxpr`` into ``Jaxpr``: a jaxpr now carries the values of
+# its constants, and ``ClosedJaxpr`` survives only as an alias (invisible to type
+# checkers) next to stand-ins for its old constructor and ``.jaxpr`` accessor that JAX
+# means to remove. The four helpers below are the only code that knows which JAX this
+# is; everything that builds or unpacks a jaxpr goes through them, on JAX 0.10 and 0.12.
+_CLOSED_JAXPR: Any = getattr(jex_core, "ClosedJaxpr", jex_core.Jaxpr)
+_JAXPR_CARRIES_CONSTS = _CLOSED_JAXPR is jex_core.Jaxpr
+
+# A jaxpr with the values of its constants: ``jax.extend.core.ClosedJaxpr`` on JAX
+# 0.10, a ``jax.extend.core.Jaxpr`` from JAX 0.11 on (type checkers can name only one).
+ClosedJaxprLike = Any
+
+
+def open_jaxpr(jaxpr: ClosedJaxprLike) -> jex_core.Jaxpr:
+    """The equations of a jaxpr, closed or not: the object with ``invars``, ``outvars`` and ``eqns``.
+
+    Its ``invars`` never include the constants (``constvars`` holds them), on every
+    supported JAX. Use it instead of ``closed.jaxpr``, which newer JAX keeps only as a
+    legacy alias.
+
+    Args:
+        jaxpr: what ``jax.make_jaxpr`` returns, an entry of ``jaxprs_in_params``, or
+            a ``Trace``'s ``closed_jaxpr``.
+
+    Example:
+        >>> import jax
+        >>> from state_core.engine import open_jaxpr
+        >>> [eqn.primitive.name for eqn in open_jaxpr(jax.make_jaxpr(lambda x: x * 2 + 1)(1.0)).eqns]
+        ['mul', 'add']
+    """
+    if not _JAXPR_CARRIES_CONSTS and isinstance(jaxpr, _CLOSED_JAXPR):
+        return jaxpr.jaxpr
+    return jaxpr
+
+
+def jaxpr_consts(jaxpr: ClosedJaxprLike) -> list[Any]:
+    """The values of a jaxpr's constants, in the order of its ``constvars`` (empty for an open jaxpr).
+
+    Args:
+        jaxpr: a closed jaxpr (see ``open_jaxpr``) or an open one.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from state_core.engine import jaxpr_consts
+        >>> c = jnp.arange(3.0)
+        >>> [v.shape for v in jaxpr_consts(jax.make_jaxpr(lambda x: x + c)(c))]
+        [(3,)]
+    """
+    if _JAXPR_CARRIES_CONSTS or isinstance(jaxpr, _CLOSED_JAXPR):
+        return list(jaxpr.consts)
+    return []
+
+
+def close_jaxpr(jaxpr: jex_core.Jaxpr, consts: Sequence[Any]) -> ClosedJaxprLike:
+    """Attach ``consts`` to ``jaxpr``'s ``constvars``: the inverse of ``open_jaxpr`` / ``jaxpr_consts``.
+
+    The result runs with ``jax.extend.core.jaxpr_as_fun`` and is what ``jax.make_jaxpr``
+    would have returned for the same program.
+
+    Args:
+        jaxpr: an open jaxpr, e.g. ``open_jaxpr(closed).replace(...)``.
+        consts: one value per ``constvars`` entry.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from jax.extend.core import jaxpr_as_fun
+        >>> from state_core.engine import close_jaxpr, jaxpr_consts, open_jaxpr
+        >>> c = jnp.arange(3.0)
+        >>> closed = jax.make_jaxpr(lambda x: x + c)(c)
+        >>> body = open_jaxpr(closed)
+        >>> jaxpr_as_fun(close_jaxpr(body, [c * 10]))(c)
+        [Array([ 0., 11., 22.], dtype=float32)]
+    """
+    carrier: Any = jaxpr  # JAX 0.10's Jaxpr has no with_consts: type checkers must not insist
+    if _JAXPR_CARRIES_CONSTS:
+        return carrier.with_consts(list(consts))
+    return _CLOSED_JAXPR(carrier, list(consts))
+
+
+def is_jaxpr(value: Any) -> bool:
+    """True for a jaxpr, closed or open, as found among an equation's parameters.
+
+    Args:
+        value: any object.
+
+    Example:
+        >>> import jax
+        >>> from state_core.engine import is_jaxpr
+        >>> is_jaxpr(jax.make_jaxpr(lambda x: x)(1.0)), is_jaxpr(1.0)
+        (True, False)
+    """
+    return isinstance(value, (jex_core.Jaxpr, _CLOSED_JAXPR))
+
+
 try:  # the location has been stable since the "stackless" rewrite of JAX (0.4.36)
     from jax._src import source_info_util as _source_info_util
 except ImportError:  # pragma: no cover - exercised only on an incompatible JAX
@@ -205,16 +299,31 @@ try:  # the mesh set with ``jax.set_mesh``, readable inside a trace (``jax.shard
     _get_concrete_mesh = get_concrete_mesh
 except ImportError:  # pragma: no cover - exercised only on an incompatible JAX
     _get_concrete_mesh = None
-try:  # the class of typed PRNG keys: their ``.aval`` is rebuilt on every access
-    from jax._src.random.prng import PRNGKeyArray
-except ImportError:  # pragma: no cover - older JAX kept it one level up
-    try:
-        # JAX 0.10.0's location; mypy sees the newest JAX, where the module moved.
-        from jax._src.prng import PRNGKeyArray  # type: ignore[import-not-found,no-redef]
-    except ImportError:
 
-        class PRNGKeyArray:  # type: ignore[no-redef]
-            """Placeholder: nothing is an instance, so the generic (slower) paths are used."""
+
+class _NoKeyClass:
+    """Placeholder for the key class on a JAX where it cannot be found: nothing is an
+    instance, so the generic (slower) paths are used."""
+
+
+def _key_class() -> type:
+    """The class of typed PRNG keys (their ``.aval`` is rebuilt on every access).
+
+    Looked up by module path at run time: JAX 0.10.0 keeps it in ``jax._src.prng``,
+    later releases in ``jax._src.random.prng``, and a static import of either would
+    fail the type check at the other end of the supported range.
+    """
+    for path in ("jax._src.random.prng", "jax._src.prng"):
+        try:
+            found = getattr(importlib.import_module(path), "PRNGKeyArray", None)
+        except ImportError:
+            continue
+        if isinstance(found, type):
+            return found
+    return _NoKeyClass  # pragma: no cover - exercised only on an incompatible JAX
+
+
+PRNGKeyArray: Any = _key_class()
 
 
 def _key_token_getter() -> Callable[[Any], Any] | None:
@@ -233,6 +342,10 @@ KEY_TOKEN: Callable[[Any], Any] | None = _key_token_getter()
 
 
 __all__ = [
+    "open_jaxpr",
+    "jaxpr_consts",
+    "close_jaxpr",
+    "is_jaxpr",
     "current_trace",
     "new_trace_input",
     "is_tracer",

@@ -23,7 +23,7 @@ import jax
 from ._context import CTX
 from ._device_mismatch import device_mismatch_message
 from ._donation import donation_allowed, exclusive_array_counts, exclusively_held
-from ._jax_internals import ArrayImpl, PRNGKeyArray, each_on_one_device, is_tracer
+from ._jax_internals import ArrayImpl, PRNGKeyArray, each_on_one_device, is_tracer, open_jaxpr
 from ._program import CacheEntry, merger
 from ._signature import reference_avals, values_unchanged
 from ._state import State, StateLeakError
@@ -400,7 +400,7 @@ def _uses_any(jaxpr: Any, names: frozenset[str]) -> bool:
         for eqn in current.eqns:
             if eqn.primitive.name in names:
                 return True
-            todo.extend(getattr(sub, "jaxpr", sub) for sub in jex_core.jaxprs_in_params(eqn.params))
+            todo.extend(open_jaxpr(sub) for sub in jex_core.jaxprs_in_params(eqn.params))
     return False
 
 
@@ -411,7 +411,7 @@ def may_fail_at_run_time(jaxpr: Any) -> bool:
     """True if ``jaxpr`` (or a sub-jaxpr) calls back into Python, which may raise after dispatch.
 
     Args:
-        jaxpr: an open ``jax.extend.core.Jaxpr`` (``closed_jaxpr.jaxpr``).
+        jaxpr: an open ``jax.extend.core.Jaxpr`` (``open_jaxpr(closed_jaxpr)``).
 
     Example:
         >>> import jax
@@ -433,7 +433,7 @@ def runs_cheaply_op_by_op(jaxpr: Any) -> bool:
     """True if evaluating ``jaxpr`` op by op compiles no new program (no loops, branches, pmap or shard_map).
 
     Args:
-        jaxpr: an open ``jax.extend.core.Jaxpr`` (``closed_jaxpr.jaxpr``); its
+        jaxpr: an open ``jax.extend.core.Jaxpr`` (``open_jaxpr(closed_jaxpr)``); its
             sub-jaxprs are searched too.
 
     Example:
@@ -456,7 +456,7 @@ def spans_devices(jaxpr: Any) -> bool:
     """True if ``jaxpr`` (or a sub-jaxpr) places values on devices itself (shard_map, pmap, shardings).
 
     Args:
-        jaxpr: an open ``jax.extend.core.Jaxpr`` (``closed_jaxpr.jaxpr``).
+        jaxpr: an open ``jax.extend.core.Jaxpr`` (``open_jaxpr(closed_jaxpr)``).
 
     Example:
         >>> import jax

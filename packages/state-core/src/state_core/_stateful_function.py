@@ -34,7 +34,7 @@ from ._donation import donation_min_bytes, values_nbytes
 from ._environ_reads import reads_unchanged, record_reads
 from ._graph import graph_roots, graph_states, snapshot_graph
 from ._introspection import StatefulFunctionIntrospection
-from ._jax_internals import ArrayImpl, api_boundary
+from ._jax_internals import ArrayImpl, api_boundary, open_jaxpr
 from ._program import CacheEntry, Program, Trace, jaxpr_evaluator, merger
 from ._replay import (
     STATES_CHANGED,
@@ -346,13 +346,13 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
         info = self._analyze(ctx, trace, dyn_args, dyn_kwargs)
         program = self._compile(trace, info)
         if not program.block and (
-            self._runs_on_several_devices(trace, info) or may_fail_at_run_time(trace.closed_jaxpr.jaxpr)
+            self._runs_on_several_devices(trace, info) or may_fail_at_run_time(open_jaxpr(trace.closed_jaxpr))
         ):
             program = dataclasses.replace(program, block=True)
-        if program.eager is not None and not runs_cheaply_op_by_op(trace.closed_jaxpr.jaxpr):
+        if program.eager is not None and not runs_cheaply_op_by_op(open_jaxpr(trace.closed_jaxpr)):
             program = dataclasses.replace(program, eager=None)  # it would compile twice
         if program.donating is not None:
-            jaxpr = trace.closed_jaxpr.jaxpr
+            jaxpr = open_jaxpr(trace.closed_jaxpr)
             if (
                 CTX.stacks
                 or _written_nbytes(trace) < donation_min_bytes()

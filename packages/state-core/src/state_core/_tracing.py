@@ -15,10 +15,9 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import jax
-import jax.extend.core as jex_core
 
 from ._context import CTX
-from ._jax_internals import current_trace, is_tracer, new_trace_input
+from ._jax_internals import close_jaxpr, current_trace, is_tracer, jaxpr_consts, new_trace_input, open_jaxpr
 from ._program import Trace
 from ._signature import canonical_signature, state_signature
 from ._state import State, check_not_state
@@ -172,14 +171,15 @@ def trace_function(
     else:
         closed, shapes = jax.make_jaxpr(traced, return_shape=True)(*abstract)
     stack, written, created = recorded
-    jaxpr = closed.jaxpr
+    jaxpr = open_jaxpr(closed)
+    consts = jaxpr_consts(closed)
     n_dyn = len(abstract)
     # Put state inputs first: (state values, dynamic args) is the documented order.
     debug_info = jaxpr.debug_info
     if debug_info is not None:
         debug_info = debug_info._replace(arg_names=None)  # the inputs were reordered
     jaxpr = jaxpr.replace(invars=list(jaxpr.invars[n_dyn:]) + list(jaxpr.invars[:n_dyn]), debug_info=debug_info)
-    closed = jex_core.ClosedJaxpr(jaxpr, closed.consts)
+    closed = close_jaxpr(jaxpr, consts)
     out_shapes, written_shapes, created_shapes = shapes
     return Trace(
         key=key,
@@ -197,6 +197,6 @@ def trace_function(
         out_state_defs=tuple(jax.tree.structure(v) for v in [*written_shapes, *created_shapes]),
         dyn_treedef=dyn_treedef,
         n_args=n_args,
-        cacheable=not any(is_tracer(c) for c in closed.consts),
+        cacheable=not any(is_tracer(c) for c in consts),
         context=context,
     )

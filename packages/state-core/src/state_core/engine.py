@@ -61,7 +61,18 @@ from ._donation import (
     set_donation_min_bytes,
 )
 from ._graph import GraphSnapshot, graph_children, graph_roots, graph_states, snapshot_graph, state_label, walk_graph
-from ._jax_internals import ArrayImpl, api_boundary, hide_library_frames, is_batched, is_eager, mesh_type
+from ._jax_internals import (
+    ArrayImpl,
+    api_boundary,
+    close_jaxpr,
+    hide_library_frames,
+    is_batched,
+    is_eager,
+    is_jaxpr,
+    jaxpr_consts,
+    mesh_type,
+    open_jaxpr,
+)
 from ._pretty import format_fields, format_object
 from ._program import CacheEntry, Program, Trace, jaxpr_evaluator, merger
 from ._replay import (
@@ -109,6 +120,10 @@ __all__ = [
     "abstract_value",
     "shape_structs",
     "jaxpr_evaluator",
+    "open_jaxpr",
+    "jaxpr_consts",
+    "close_jaxpr",
+    "is_jaxpr",
     "pure_program",
     "named",
     "merger",

@@ -41,7 +41,8 @@ __all__ = [
 
 def jit_disabled() -> bool:
     """True inside ``jax.disable_jit()``: loops and branches then run as plain Python, as JAX's own do."""
-    return bool(jax.config.jax_disable_jit)  # type: ignore[attr-defined]  # a config flag JAX's stubs omit
+    config: Any = jax.config  # the flag is an attribute only some JAX releases' stubs declare
+    return bool(config.jax_disable_jit)
 
 
 def is_concrete(x: Any) -> bool:

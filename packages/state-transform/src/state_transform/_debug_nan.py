@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from state_core import State, StatefulFunction
-from state_core.engine import is_eager, read_state_values
+from state_core.engine import is_eager, is_jaxpr, jaxpr_consts, open_jaxpr, read_state_values
 
 __all__ = ["debug_nan", "debug_nan_if"]
 
@@ -70,15 +70,12 @@ def _inner_jaxpr(eqn: Any, invals: list[Any]) -> tuple[Any, list[Any], list[Any]
         branches = params["branches"]
         index = int(np.clip(np.asarray(invals[0]), 0, len(branches) - 1))
         closed = branches[index]
-        return closed.jaxpr, list(closed.consts), invals[1:]
-    bodies = [p for p in params.values() if isinstance(p, (jex_core.ClosedJaxpr, jex_core.Jaxpr))]
+        return open_jaxpr(closed), jaxpr_consts(closed), invals[1:]
+    bodies = [p for p in params.values() if is_jaxpr(p)]
     if len(bodies) != 1:
         return None
     (body,) = bodies
-    if isinstance(body, jex_core.ClosedJaxpr):
-        jaxpr, consts = body.jaxpr, list(body.consts)
-    else:
-        jaxpr, consts = body, []
+    jaxpr, consts = open_jaxpr(body), jaxpr_consts(body)
     if len(jaxpr.invars) != len(invals) or len(jaxpr.outvars) != len(eqn.outvars):
         return None
     return jaxpr, consts, invals
@@ -226,9 +223,9 @@ def debug_nan(fn: Callable[..., Any], *args: Any, phase: str = "") -> None:
         return
     state_leaves = jax.tree.leaves(read_state_values(trace.in_states))
     arg_leaves = jax.tree.leaves(args)
-    closed = trace.closed_jaxpr
-    if len(state_leaves) + len(arg_leaves) == len(closed.jaxpr.invars):
-        where = _culprit(closed.jaxpr, closed.consts, [*state_leaves, *arg_leaves])
+    jaxpr = open_jaxpr(trace.closed_jaxpr)
+    if len(state_leaves) + len(arg_leaves) == len(jaxpr.invars):
+        where = _culprit(jaxpr, jaxpr_consts(trace.closed_jaxpr), [*state_leaves, *arg_leaves])
     else:  # static arguments were folded into the program: no op-by-op search
         where = "run with jax.config.update('jax_debug_nans', True) to find the operation"
     raise FloatingPointError(f"{_label(phase)}: NaN or Inf in {what}; {where}.")

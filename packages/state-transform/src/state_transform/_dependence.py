@@ -7,6 +7,8 @@ from typing import Any
 
 import jax.extend.core as jex_core
 
+from state_core.engine import open_jaxpr
+
 __all__ = ["varying_outputs"]
 
 # Collectives whose result is the same on every lane of the axes they reduce over.
@@ -65,7 +67,7 @@ def varying_outputs(jaxpr: Any, varying_inputs: Sequence[bool], axis_name: Hasha
             outs = [axis_name is not None and axis_name in _axes_of(eqn.params)] * len(eqn.outvars)
         elif name in _CALL_PRIMITIVES and "jaxpr" in eqn.params:
             sub = eqn.params["jaxpr"]
-            sub = getattr(sub, "jaxpr", sub)
+            sub = open_jaxpr(sub)
             outs = varying_outputs(sub, inputs, axis_name)
         else:
             subs = list(jex_core.jaxprs_in_params(eqn.params))

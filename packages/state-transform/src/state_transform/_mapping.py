@@ -20,6 +20,7 @@ from state_core.engine import (
     context_markers,
     frozen,
     named,
+    open_jaxpr,
     pushed_context,
     state_label,
     user_stacklevel,
@@ -480,7 +481,7 @@ class StatefulMapping(StatefulFunction, Generic[P, R]):
         for state in trace.in_states:
             varying_in.extend([ctx.modes[id(state)] is not None] * len(jax.tree.leaves(state._value)))
         varying_in.extend(axis is not None for axis in ctx.leaf_axes)
-        return varying_outputs(trace.closed_jaxpr.jaxpr, varying_in, self.axis_name)
+        return varying_outputs(open_jaxpr(trace.closed_jaxpr), varying_in, self.axis_name)
 
     def _per_lane_buffers(self, ctx: _MappingTrace, trace: Trace, size: int) -> list[State[Any]]:
         """Undeclared read-modify-write states to feed one slice per lane instead of whole.
