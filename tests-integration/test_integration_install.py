@@ -17,6 +17,12 @@ leak in:
   version of ``__about__.py``; a tiny computation through the layer runs;
 * the layers above are not importable.
 
+Then, on Python >= 3.12 (where current flax and brainstate install), the same
+venv gets our users' current stack beside the four wheels with plain pip:
+``COEXISTING`` (flax, brainstate, optax, orbax-checkpoint). pip must not move JAX,
+and a small program uses a flax NNX module inside one of our transforms next to a
+brainstate State under brainstate's own ``jit``.
+
 (One venv instead of one per layer: JAX is installed once, which saves about
 two minutes of the test command.)
 """
@@ -79,6 +85,40 @@ SMOKE = {
         12.0,
     ),
 }
+
+
+# The current releases our users run beside us (checked on Python >= 3.12).
+COEXISTING = ["flax==0.12.12", "brainstate==0.6.0", "optax", "orbax-checkpoint"]
+COEXISTENCE_PROGRAM = """
+import json
+import jax, jax.numpy as jnp
+from flax import nnx
+import brainstate
+import state_core, state_transform
+
+layer = nnx.Linear(3, 2, rngs=nnx.Rngs(0))
+scale = state_core.ShortTermState(jnp.ones(3), name="scale")
+
+@state_transform.jit
+def step(x):
+    scale.value = scale.value * 2.0
+    return layer(x * scale.value).sum()
+
+ours = [float(step(jnp.arange(3.0))), float(step(jnp.arange(3.0)))]
+kernel, bias = layer.kernel[...], layer.bias[...]
+expected = [float(((jnp.arange(3.0) * s) @ kernel + bias).sum()) for s in (2.0, 4.0)]
+
+counter = brainstate.ShortTermState(jnp.zeros(()))
+
+@brainstate.transform.jit
+def bump():
+    counter.value = counter.value + 1.0
+
+bump()
+bump()
+print(json.dumps({"ours": ours, "expected": expected, "scale": scale.value.tolist(),
+                  "counter": float(counter.value)}))
+"""
 
 
 def _clean_env() -> dict:
@@ -176,6 +216,32 @@ def test_layers_install_one_after_another_with_only_the_layers_below(wheelhouse,
     assert py.exists()
     for dist in ORDER:
         _install_and_check(py, venv, wheelhouse, dist, tmp_path)
+    if sys.version_info >= (3, 12):
+        _install_beside_the_current_stack(py, wheelhouse, tmp_path)
+
+
+def _installed_versions(py: Path, cwd: Path) -> dict[str, str]:
+    listed = json.loads(_run([str(py), "-m", "pip", "list", "--format=json"], cwd=cwd).stdout)
+    return {p["name"].lower().replace("_", "-"): p["version"] for p in listed}
+
+
+def _install_beside_the_current_stack(py: Path, wheelhouse: Path, cwd: Path) -> None:
+    before = _installed_versions(py, cwd)
+    # On Python >= 3.12 the index serves JAX 0.12, the newest our range admits: the wheels must take it.
+    assert before["jax"].split(".")[:2] == ["0", "12"], f"our wheels installed jax {before['jax']}, not 0.12"
+    _run([str(py), "-m", "pip", "install", "-q", "--find-links", str(wheelhouse), *COEXISTING], cwd=cwd)
+    after = _installed_versions(py, cwd)
+    for name in ("jax", "jaxlib", *ORDER):
+        assert after[name] == before[name], f"installing {COEXISTING} moved {name} from {before[name]} to {after[name]}"
+    for requirement in COEXISTING:
+        name, _, pinned = requirement.partition("==")
+        assert name in after and (not pinned or after[name] == pinned), (
+            f"{requirement}: pip installed {after.get(name)}"
+        )
+    info = json.loads(_run([str(py), "-c", COEXISTENCE_PROGRAM], cwd=cwd).stdout.strip().splitlines()[-1])
+    assert info["ours"] == pytest.approx(info["expected"], rel=1e-6)
+    assert info["scale"] == [4.0, 4.0, 4.0]
+    assert info["counter"] == 2.0
 
 
 def _install_and_check(py: Path, venv: Path, wheelhouse: Path, dist: str, cwd: Path) -> None:
