@@ -9,7 +9,7 @@ The table reports the median time per call of each and their ratio.
     hatch run bench              # all cases
     hatch run bench --quick      # fewer repetitions
     hatch run bench --rows Map   # only the cases whose label contains "Map"
-    hatch run compare:bench      # also time brainstate and flax.nnx (separate env)
+    hatch run bench-compare      # also time brainstate and flax.nnx (the `compare` env, newest end)
 
 Run it on an otherwise idle machine; ratios are what to compare across machines.
 """

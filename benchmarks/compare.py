@@ -1,7 +1,7 @@
 """Time the reference library (brainstate) and flax.nnx on the same cases as ours.
 
 Neither is a dependency of our packages: install them in a separate environment
-(``hatch run compare:bench`` does) and run ``bench.py --compare``. Each library is
+(``hatch run bench-compare`` does) and run ``bench.py --compare``. Each library is
 timed only if it imports; every time is also given as a ratio to hand-written
 pure JAX measured in the same run.
 """
@@ -129,7 +129,7 @@ def run(time_per_call: Callable[[Case, int, int], float], calls: int, repeats: i
     for label, make in (("brainstate", brainstate_cases), ("flax.nnx", nnx_cases)):
         cases = make()
         if cases is None:
-            print(f"{label}: not installed (hatch run compare:bench installs it in a separate env)")
+            print(f"{label}: not installed (hatch run bench-compare installs it in a separate env)")
         else:
             rows.append((label, cases))
     print(f"\n{N_STATES} states of shape ({BATCH}, 4); time per eager call, ratio to pure JAX\n")

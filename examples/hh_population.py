@@ -23,7 +23,7 @@ is the only part that differs from the brainstate original, line for line:
 
 Both print the same spike counts and potentials, bit for bit (checked against
 brainstate 0.5.4 by ``tests-integration/test_integration_brainstate_examples.py``).
-In this repository: ``hatch run python examples/hh_population.py`` (100 neurons, 100 ms).
+In this repository: ``hatch run py examples/hh_population.py`` (100 neurons, 100 ms).
 """
 
 import brainunit as u

@@ -6,8 +6,8 @@ noise key are States. ``for_loop`` steps it inside one compiled ``lax.scan``
 loop invariants) and shows a progress bar driven from inside the loop. The
 spike raster and the population rate are saved to a PNG.
 
-    hatch run python examples/lif_population.py                # 1000 neurons, 5000 steps
-    hatch run python examples/lif_population.py --neurons 200 --steps 1000 --no-progress
+    hatch run py examples/lif_population.py                # 1000 neurons, 5000 steps
+    hatch run py examples/lif_population.py --neurons 200 --steps 1000 --no-progress
 
 Writes ``examples/out/lif_population.png`` (or ``--out DIR``).
 """

@@ -15,7 +15,7 @@ step and XLA's partitioner inserts the one all-reduce the row-parallel layer
 needs. A hand-written pure-JAX ``jax.jit`` with the same shardings trains the
 same network from the same initial values; both give the same losses and weights.
 
-    hatch run python examples/tensor_parallel_mlp.py
+    hatch run py examples/tensor_parallel_mlp.py
 """
 
 from __future__ import annotations

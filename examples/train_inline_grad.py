@@ -29,7 +29,7 @@ each step's gradient operation by operation, while the gradients built inline
 here share one cache of traced programs and run one compiled XLA program from
 the second step on (whose fused arithmetic rounds differently). Checked against
 brainstate 0.5.4 by ``tests-integration/test_integration_brainstate_examples.py``.
-In this repository: ``hatch run python examples/train_inline_grad.py [--no-jit]``.
+In this repository: ``hatch run py examples/train_inline_grad.py [--no-jit]``.
 """
 
 import sys

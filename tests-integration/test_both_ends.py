@@ -41,7 +41,18 @@ def _fake_python(path: Path, version: str, works: bool = True) -> Path:
 def test_every_root_command_goes_through_the_driver():
     hatch = tomllib.loads((ROOT / "hatch.toml").read_text())
     scripts = hatch["envs"]["default"]["scripts"]
-    for name in ("test", "suite", "demo", "bench", "lint", "types", "lint-imports"):
+    for name in (
+        "test",
+        "suite",
+        "demo",
+        "bench",
+        "bench-compare",
+        "lint",
+        "types",
+        "lint-imports",
+        "brainstate-suite",
+        "py",
+    ):
         assert scripts[name].startswith("python {root}/tools/both_ends.py "), name
     # The launcher installs nothing: it must work before any dependency is there.
     assert hatch["envs"]["default"]["dependencies"] == [] and hatch["envs"]["default"]["skip-install"] is True
