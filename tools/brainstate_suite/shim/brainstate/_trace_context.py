@@ -42,3 +42,13 @@ class _TraceContext:
 
 
 TRACE_CONTEXT = _TraceContext()
+
+
+def harness_depth():
+    """How many blocks this thread opened through ``append`` and has not popped (suite harness only)."""
+    return len(TRACE_CONTEXT.state_stack._stack())
+
+
+def harness_forget(depth):
+    """Forget the blocks opened through ``append`` beyond ``depth``: the harness has closed them."""
+    del TRACE_CONTEXT.state_stack._stack()[depth:]
