@@ -64,4 +64,7 @@ def test_simulation_loops_guide_blocks_run(capsys):
     # what the guide says its prints show
     for claim in ["(500,) (100,)", "[ 0.  1.  3.  6. 10.]", "(16, 200)", "7 128.0", "45.0", "True"]:
         assert claim in printed
+    # States made inside a body: a local scratch state and module, and a kept one refused
+    assert "[3.    4.5   5.25  5.625] 18.375" in printed
+    assert "for_loop: the body creates State 'last' and keeps it at path 'last' of the Recor" in printed
     assert int(namespace["spikes"].value) == 2

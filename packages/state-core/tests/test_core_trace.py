@@ -64,6 +64,28 @@ def test_original_values_and_restore():
     assert_allclose(a.value, [0.0, 0.0])
 
 
+class _LazyFailing(State):
+    """A state whose value is made on first read, and cannot be (like a lazy key in a bad context)."""
+
+    def __getattr__(self, name):
+        if name == "_value":
+            raise RuntimeError("the value cannot be made here")
+        raise AttributeError(name)
+
+
+def test_a_first_read_that_raises_leaves_the_record_consistent():
+    a = State(jnp.zeros(2), name="a")
+    lazy = _LazyFailing(0.0, name="lazy")
+    del lazy.__dict__["_value"]
+    with pytest.raises(RuntimeError, match="cannot be made here"), StateTraceStack() as trace:
+        a.value = jnp.ones(2)
+        lazy.value  # noqa: B018  (the read is the point)
+    # The failed read recorded nothing, so restoring works and shows the real error above.
+    assert trace.states == [a] and len(trace.original_values) == 1
+    trace.restore_original_values()
+    assert_allclose(a.value, [0.0, 0.0])
+
+
 def test_stack_outside_context_records_nothing():
     a = State(jnp.zeros(2), name="a")
     trace = StateTraceStack()
@@ -211,3 +233,24 @@ def test_catcher_is_removed_on_exception():
     assert len(caught) == 1
     State(0.0)
     assert len(caught) == 1
+
+
+def test_forget_created_states_takes_local_states_out_of_enclosing_traces():
+    from state_core import StatefulFunction, StateLeakError
+    from state_core.engine import forget_created_states
+
+    made = {}
+
+    def f(x):
+        made["kept"] = State(x * 2, name="kept")
+        made["local"] = State(x * 3, name="local")
+        forget_created_states([made["local"]], "a test body")
+        return x
+
+    with catch_new_states() as caught:
+        trace = StatefulFunction(f).trace(jnp.float32(1.0))
+    # Only the state the function kept to itself is gone: no output of the program, not caught.
+    assert [s.name for s in trace.created_states] == ["kept"]
+    assert [s.name for s in caught] == ["kept"]
+    with pytest.raises(StateLeakError, match=r"State 'local' was created .*\(local to a test body\)"):
+        _ = made["local"].value

@@ -175,6 +175,46 @@ def test_set_value_with_the_wrong_shape_is_rejected_and_keeps_the_value():
         fixed.set_value(1.0)
 
 
+def test_set_value_checks_the_shape_before_the_transform_range():
+    # Out-of-range values of the wrong shape: the message is about the shapes, not the range.
+    p = state_nn.Param(jnp.ones(2), t=state_nn.SoftplusT(), name="tau")
+    with pytest.raises(
+        ValueError,
+        match=r"Param 'tau'.set_value: the new value has shape \(3,\) but the parameter has shape \(2,\) "
+        r"\(dtype float32\); give a value of shape \(2,\) \(broadcast it first if needed, "
+        r"e.g. jnp.broadcast_to\(value, \(2,\)\)\)",
+    ):
+        p.set_value(jnp.array([1.0, -1.0, 2.0]))
+    npt.assert_array_equal(p.val.value, state_nn.SoftplusT().inverse(jnp.ones(2)))
+    # also for a traced value, whose range cannot be checked
+    with pytest.raises(ValueError, match=r"Param 'tau'.set_value: the new value has shape \(2, 2\)"):
+        state_transform.jit(p.set_value)(jnp.ones((2, 2)))
+    npt.assert_allclose(p.value(), [1.0, 1.0], rtol=1e-6)
+
+
+def test_set_value_checks_the_dtype_and_converts_only_without_loss():
+    p = state_nn.Param(jnp.array([1.0, 2.0]), name="w")
+    with pytest.raises(
+        ValueError,
+        match=r"Param 'w'.set_value: the new value has dtype complex64 but the parameter has dtype float32 "
+        r"\(shape \(2,\)\), and complex64 does not convert to float32 without loss; cast it first "
+        r"\(value.astype\(jnp.float32\)\)",
+    ):
+        p.set_value(jnp.array([1.0, 2.0], jnp.complex64))
+    npt.assert_array_equal(p.val.value, [1.0, 2.0])
+    assert p.val.value.dtype == jnp.float32
+    # narrower floats, integers and Python numbers take the parameter's dtype
+    p.set_value(jnp.array([3.0, 4.0], jnp.float16))
+    assert p.val.value.dtype == jnp.float32
+    npt.assert_array_equal(p.val.value, [3.0, 4.0])
+    p.set_value(np.array([5, 6]))
+    assert p.val.value.dtype == jnp.float32
+    npt.assert_array_equal(p.val.value, [5.0, 6.0])
+    scalar = state_nn.Param(1.0)
+    scalar.set_value(2)
+    assert scalar.val.value.dtype == jnp.float32 and float(scalar.value()) == 2.0
+
+
 def test_precompute_is_applied_after_the_transform():
     p = state_nn.Param(jnp.array([1.0, 2.0]), t=state_nn.ClipT(0.0, 1.5), precompute=lambda v: v * 10)
     npt.assert_allclose(p.value(), [10.0, 15.0])

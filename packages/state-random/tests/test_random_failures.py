@@ -314,27 +314,66 @@ def test_a_draw_that_raises_leaves_the_key(monkeypatch, patched, call):
 
 
 _OUT_OF_MEMORY = """
+import sys
 import jax
-jax.config.update("jax_cpu_enable_async_dispatch", False)  # report the failure at the call
+jax.config.update("jax_cpu_enable_async_dispatch", sys.argv[1] == "async")
 import numpy as np
 import state_random as sr
 
+
+def data(rng):
+    return np.asarray(jax.random.key_data(rng.value)).tolist()
+
+
+sr.seed(0)
 rng = sr.RandomState(0)
-before = np.asarray(jax.random.key_data(rng.value))
-try:
-    rng.normal(size=(2**36,))  # 256 GiB
-except Exception as err:
-    print(type(err).__name__, "RESOURCE_EXHAUSTED" in str(err))
-print(bool((np.asarray(jax.random.key_data(rng.value)) == before).all()))
+# 512 TiB each: more than a 64-bit process can address, so they fail at once on every
+# machine (a smaller size could be overcommitted, then filled).
+for stream, draw in (
+    (sr.DEFAULT, lambda: sr.normal(size=(2**47,))),
+    (rng, lambda: rng.normal(size=(2**47,))),
+    (sr.DEFAULT, lambda: sr.split_key(2**46)),  # (2**46 + 1) keys of two uint32 words
+    (rng, lambda: rng.self_assign_multi_keys(2**46)),
+):
+    before = data(stream)
+    try:
+        draw()
+    except jax.errors.JaxRuntimeError as err:  # at the call, before the key is stored
+        print("Out of memory" in str(err), data(stream) == before)
+    else:
+        print("no-error")
+assert rng.value.shape == ()  # still one key, and no backup left pending
+rng.backup_key()
+# the next draws are the ones an undisturbed stream makes
 print(bool((rng.normal(size=3) == sr.RandomState(0).normal(size=3)).all()))
+print(bool((sr.normal(size=3) == sr.RandomState(0).normal(size=3)).all()))
 """
 
 
 @pytest.mark.multiprocess
-def test_an_out_of_memory_draw_leaves_the_key():
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(_OUT_OF_MEMORY)], capture_output=True, text=True)
+@pytest.mark.parametrize("dispatch", ["async", "sync"])
+def test_an_out_of_memory_draw_leaves_the_key(dispatch):
+    # On CPU, JAX dispatches eager work asynchronously (the default): the allocation
+    # fails only while the draw runs, after the call returned; the sampler waits for a
+    # result this large before it stores the key.
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(_OUT_OF_MEMORY), dispatch], capture_output=True, text=True, timeout=600
+    )
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["JaxRuntimeError", "True", "True", "True"]
+    assert out.stdout.split() == ["True"] * 10
+
+
+def test_only_large_draws_are_waited_for(monkeypatch):
+    from state_random import _random_state
+
+    waited = []
+    monkeypatch.setattr(_random_state, "_wait_for", lambda out: waited.append(jnp.shape(out)))
+    rng = RandomState(0)
+    rng.normal(size=(1000,))  # 4 kB: dispatched, not waited for
+    assert waited == []
+    rng.normal(size=(_random_state._WAIT_BYTES // 4,))  # float32: exactly the threshold
+    rng.randint(0, 5, size=(4, _random_state._WAIT_BYTES // 16))
+    assert waited == [(_random_state._WAIT_BYTES // 4,), (4, _random_state._WAIT_BYTES // 16)]
 
 
 # ---------------------------------------------------------------------- multivariate_normal covariances
@@ -407,13 +446,48 @@ def test_samples_are_finite_where_numpy_s_are(method):
     assert np.isfinite(x).all()
     assert_allclose(x[:, 0] - x[:, 1], 2.0, atol=1e-3)  # all the mass on the line x0 - x1 = 2
     assert_allclose(np.cov(x.T), singular, atol=0.01)
-    # a device matrix is not checked, but still never gives NaN
-    dev = RandomState(0).multivariate_normal(jnp.zeros(2), jnp.asarray(INDEFINITE), size=4, method=method)
+    # an unchecked device matrix never gives NaN either
+    dev = RandomState(0).multivariate_normal(
+        jnp.zeros(2), jnp.asarray(INDEFINITE), size=4, method=method, check_valid="ignore"
+    )
     assert np.isfinite(dev).all()
     # a stack: only the broken matrix takes the SVD factor
     stack = jnp.stack([jnp.eye(2), jnp.asarray(INDEFINITE)])
-    out = RandomState(0).multivariate_normal(jnp.zeros(2), stack, size=(3, 2), method=method)
+    out = RandomState(0).multivariate_normal(jnp.zeros(2), stack, size=(3, 2), method=method, check_valid="ignore")
     assert np.isfinite(out).all()
+
+
+@pytest.mark.parametrize(
+    "cov,match",
+    [
+        (jnp.asarray(INDEFINITE), r"`cov` must be positive semi-definite; its smallest eigenvalue is -1 \(tol=1e-08\)"),
+        (jnp.array([[1.0, 0.9], [0.0, 1.0]]), r"`cov` must be a symmetric matrix; it is not symmetric"),
+        (jnp.array([[jnp.nan, 0.0], [0.0, 1.0]]), r"`cov` must be a finite, .* it has NaN entries"),
+        (jnp.stack([jnp.eye(2), jnp.asarray(INDEFINITE)]), r"`cov` must be positive semi-definite"),
+    ],
+    ids=["indefinite", "asymmetric", "nan", "stack"],
+)
+def test_a_device_covariance_is_checked_before_the_split(cov, match):
+    # A JAX array outside a trace is concrete: refused like a host one, with the fix.
+    full = rf"multivariate_normal: {match}.*Pass a valid covariance matrix, a larger `tol`, or check_valid="
+    _refused_before_the_split("multivariate_normal", (jnp.zeros(2), cov), {}, ValueError, full)
+    with pytest.warns(RuntimeWarning, match=match):
+        RandomState(0).multivariate_normal(jnp.zeros(2), cov, check_valid="warn")
+
+
+def test_a_traced_covariance_cannot_be_checked():
+    # Under jit the matrix has no value: an invalid one is drawn from as with
+    # check_valid='ignore' (finite, from its SVD factor); NaN entries give NaN.
+    draw = jax.jit(lambda c, k: RandomState(0).multivariate_normal(jnp.zeros(2), c, size=3, key=k))
+    key = jax.random.key(1)
+    assert np.isfinite(draw(jnp.asarray(INDEFINITE), key)).all()
+    assert_allclose(
+        draw(jnp.asarray(INDEFINITE), key),
+        RandomState(0).multivariate_normal(jnp.zeros(2), jnp.asarray(INDEFINITE), 3, key=key, check_valid="ignore"),
+        rtol=1e-5,
+        atol=1e-6,
+    )
+    assert np.isnan(draw(jnp.array([[jnp.nan, 0.0], [0.0, 1.0]]), key)).all()
 
 
 @pytest.mark.parametrize("method", ["cholesky", "eigh", "svd"])

@@ -98,6 +98,24 @@ def test_lazy_key_first_read_inside_a_trace_is_concrete():
     assert_array_equal(_data(lazy._value), _data(jr.key(12)))
 
 
+@pytest.mark.parametrize("axis_type", ["Explicit", "Auto"])
+def test_lazy_key_first_read_inside_shard_map_under_set_mesh(axis_type):
+    # Inside a shard_map traced under jax.set_mesh the mesh axes are manual, and JAX cannot
+    # compute there eagerly: the key is made outside that mesh context, still concrete.
+    mesh = jax.make_mesh((8,), ("x",), axis_types=(getattr(jax.sharding.AxisType, axis_type),))
+    lazy = RandomState(13)
+    seen = []
+
+    def body():
+        seen.append(lazy._value)
+        return ()
+
+    with jax.set_mesh(mesh):
+        jax.make_jaxpr(jax.shard_map(body, mesh=mesh, in_specs=(), out_specs=()))()
+    assert not isinstance(seen[0], jax.core.Tracer)
+    assert_array_equal(_data(lazy._value), _data(jr.key(13)))
+
+
 def test_seed_resets_key_and_reproduces():
     rng = RandomState(0)
     rng.seed(3)

@@ -192,3 +192,52 @@ def test_cond_in_loop_in_vmap2_and_grad():
     w = State(jnp.array(2.0), name="w")
     g = grad(lambda x: cond(x > 0, lambda: w.value * x, lambda: -x), grad_states=w)
     assert_allclose(g(3.0), 3.0)
+
+
+# ---------------------------------------------------------------- states local to a branch
+def test_cond_and_switch_branches_with_local_states_match_lax():
+    a = State(jnp.zeros(2), name="a")
+    traces = []
+
+    def left(x):
+        traces.append("left")
+        tmp = State(x * 3.0, name="tmp")  # local to the branch, from its operand
+        tmp.value = tmp.value + 1.0
+        a.value = a.value + tmp.value
+        return tmp.value
+
+    def right(x):
+        traces.append("right")
+        buf = State(jnp.zeros(2), name="buf")
+        buf.value = buf.value - x
+        return buf.value
+
+    x = jnp.array([1.0, 2.0])
+    for pred in (True, False):
+        assert_allclose(cond(pred, left, right, x), jax.lax.cond(pred, lambda v: v * 3 + 1, lambda v: -v, x))
+    assert_allclose(a.value, [4.0, 7.0])
+    assert sorted(traces) == ["left", "right"]  # each branch traced once for both calls
+
+    for index in (0, 1, 5):
+        ref = jax.lax.switch(index, [lambda v: v * 3 + 1, lambda v: -v], x)
+        assert_allclose(switch(index, [left, right], x), ref)
+    assert_allclose(a.value, [8.0, 14.0])
+
+
+def test_cond_refuses_a_state_a_branch_keeps_on_an_outer_object():
+    class Holder:
+        pass
+
+    holder = Holder()
+    w = State(jnp.ones(()), name="w")
+
+    def left(x):
+        holder.made = State(x * w.value, name="made")
+        w.value = w.value + 1
+        return x
+
+    with pytest.raises(
+        ValueError, match=r"cond: true_fun creates State 'made' and keeps it at path 'made' of the Holder"
+    ):
+        cond(jnp.bool_(True), left, lambda x: x, jnp.float32(2.0))
+    assert_allclose(w.value, 1.0)

@@ -10,7 +10,7 @@ from jax.sharding import PartitionSpec as P
 from numpy.testing import assert_allclose, assert_array_equal
 
 import state_random
-from state_core import ParamState, State, donation, set_donation
+from state_core import ParamState, State, StatefulFunction, donation, set_donation
 from state_core.engine import exclusively_held
 from state_nn import Map, Module
 from state_transform import for_loop, jit, pmap2, shard_map, vmap2
@@ -268,3 +268,76 @@ def test_exclusively_held_counts_every_node_of_a_pytree():
     twin = [s.value]  # a second list holding the value
     assert not exclusively_held([s._value])
     del twin
+
+
+def _key_stepper(k, kind, donate_states):
+    """A call that replaces the typed key in ``k`` by the first half of its split and returns a draw."""
+
+    def draw():
+        new, sub = jax.random.split(k.value)
+        k.value = new
+        return jax.random.uniform(sub)
+
+    if kind == "jit":
+        return jit(draw, donate_states=donate_states)
+    return StatefulFunction(draw, donate_states=donate_states)
+
+
+def _key_after(key_data, n):
+    key = jax.random.wrap_key_data(jnp.asarray(key_data))
+    for _ in range(n):
+        key, _ = jax.random.split(key)
+    return np.asarray(jax.random.key_data(key))
+
+
+@pytest.mark.parametrize("kind", ["jit", "StatefulFunction"])
+@pytest.mark.parametrize("donate_states", [True, "default"])
+def test_key_data_the_user_holds_is_never_deleted(kind, donate_states):
+    k = State(jax.random.key(7), name="k")
+    start = np.asarray(jax.random.key_data(k.value))
+    step = _key_stepper(k, kind, True if donate_states == "default" else donate_states)
+    step()
+    step()  # steady: the next call would donate if nothing held the key
+    data = jax.random.key_data(k.value)  # the key's own buffer, held without the key
+    step()
+    assert not data.is_deleted()
+    assert_array_equal(np.asarray(data), _key_after(start, 2))
+    assert_array_equal(np.asarray(jax.random.key_data(k.value)), _key_after(start, 3))
+
+
+def test_the_array_a_key_was_wrapped_around_is_never_deleted():
+    raw = jax.random.key_data(jax.random.key(3))
+    expected = np.asarray(raw).copy()
+    k = State(jax.random.wrap_key_data(raw), name="k")  # the key's buffer is the user's array
+    step = _key_stepper(k, "jit", True)
+    step()
+    step()
+    assert not raw.is_deleted()
+    assert_array_equal(np.asarray(raw), expected)
+    assert_array_equal(np.asarray(jax.random.key_data(k.value)), _key_after(expected, 2))
+
+
+def test_a_key_nothing_else_holds_is_still_updated_in_place():
+    k = State(jax.random.key(5), name="k")
+    step = _key_stepper(k, "jit", True)
+    step()
+    pointer = jax.random.key_data(k.value).unsafe_buffer_pointer()  # nothing keeps the key data
+    step()
+    assert jax.random.key_data(k.value).unsafe_buffer_pointer() == pointer
+
+
+def test_an_unreferenced_old_value_is_donated_and_a_referenced_one_kept_with_donate_states_true():
+    s = State(jnp.arange(4.0), name="s")
+    f = jit(lambda: setattr(s, "value", s.value * 2.0), donate_states=True)
+    f()
+    f()
+    held = s.value
+    f()
+    assert not held.is_deleted()
+    assert_array_equal(np.asarray(held), [0.0, 4.0, 8.0, 12.0])
+    assert_array_equal(np.asarray(s.value), [0.0, 8.0, 16.0, 24.0])
+    del held
+    pointer = s.value.unsafe_buffer_pointer()
+    f()  # nothing but the State refers to the old value: donated, the new value takes its buffer
+    assert s.value.unsafe_buffer_pointer() == pointer
+    assert_array_equal(np.asarray(s.value), [0.0, 16.0, 32.0, 48.0])

@@ -48,6 +48,64 @@ def test_smaller_mesh_after_compiling_on_eight_devices_names_the_state():
     np.testing.assert_allclose(acc.value, np.ones(8))
 
 
+def _program_on_four_devices(where):
+    """``(call, acc)``: ``call()`` writes ``acc`` (on all 8 devices) with a program ``where`` puts on devices 0-3."""
+    mesh8, mesh4 = _mesh(8), _mesh(4)
+    acc = State(jax.device_put(jnp.arange(8.0), NamedSharding(mesh8, P("x"))), name="acc")
+    on4 = NamedSharding(mesh4, P())
+
+    def step(x):
+        acc.value = acc.value + x
+        if where == "constraint":
+            return jax.lax.with_sharding_constraint(x * 2.0, on4)
+        if where == "device_put":
+            return jax.device_put(x * 2.0, on4)
+        return x * 2.0
+
+    if where == "out_shardings":
+        f = jit(step, out_shardings=on4)
+    elif where == "in_shardings":
+        f = jit(step, in_shardings=on4)
+    else:
+        f = jit(step)
+    if where == "set_mesh":
+
+        def call():
+            with jax.set_mesh(mesh4):
+                return f(1.0)
+
+        return call, acc
+    return lambda: f(jnp.ones(8)), acc
+
+
+@pytest.mark.parametrize(
+    ("where", "what"),
+    [
+        ("out_shardings", "its out_shardings"),
+        ("in_shardings", "its in_shardings"),
+        ("constraint", r"a sharding constraint \(jax\.lax\.with_sharding_constraint\) in step"),
+        ("device_put", r"a jax\.device_put in step"),
+        ("set_mesh", r"the mesh set with jax\.set_mesh"),
+    ],
+    ids=["out_shardings", "in_shardings", "constraint", "device_put", "set_mesh"],
+)
+def test_a_state_on_eight_devices_and_a_program_on_four_names_the_state_both_sets_and_the_fix(where, what):
+    call, acc = _program_on_four_devices(where)
+    with pytest.raises(
+        ValueError,
+        match=rf"step: State 'acc' lies on devices 0\.\.7 but {what} places the program on devices 0, 1, 2, 3; "
+        r"a program runs on one set of devices\. Move State 'acc' there with jax\.device_put .*, or place the "
+        r"program on devices 0\.\.7\.",
+    ) as info:
+        call()
+    assert "rw[" not in str(info.value) and "Received incompatible devices" not in str(info.value)
+    np.testing.assert_allclose(acc.value, np.arange(8.0))
+    assert acc.value.sharding.device_set == set(jax.devices())
+    acc.value = jax.device_put(acc.value, NamedSharding(_mesh(4), P("x")))  # the fix the message names
+    call()
+    np.testing.assert_allclose(acc.value, np.arange(8.0) + 1.0)
+
+
 def test_written_value_that_does_not_fit_its_sharding_names_the_state():
     buf = State(jnp.ones(8), sharding=NamedSharding(_mesh(), P("x")), name="buf")
 

@@ -470,3 +470,32 @@ def test_jit_name_origin_fun_and_stateful_fun():
     assert f.origin_fun is body
     assert isinstance(f.stateful_fun, StatefulFunction)
     assert float(f(1.0)) == 2.0
+
+
+def test_a_static_argname_is_static_when_passed_positionally_too():
+    # jax.jit treats a static_argnames parameter the same however it is passed.
+    total = state_core.State(jnp.zeros(3))
+    seen = []
+
+    def f(x, n):
+        seen.append(n)
+        total.value = total.value + jnp.ones(n).sum() * x
+        return jnp.zeros(n) + x
+
+    g = jit(f, static_argnames="n")
+    np.testing.assert_allclose(g(1.0, 3), [1.0, 1.0, 1.0])
+    np.testing.assert_allclose(g(2.0, n=3), [2.0, 2.0, 2.0])
+    np.testing.assert_allclose(g(1.0, 3), [1.0, 1.0, 1.0])
+    assert seen == [3, 3]  # traced once per way of passing it, as jax.jit does
+    np.testing.assert_allclose(total.value, [12.0, 12.0, 12.0])
+
+
+def test_donate_argnames_donates_that_argument():
+    g = jit(lambda x, y: x * 2.0 + y, donate_argnames="x")
+    assert g.donate_argnums == (0,)
+    x = jnp.arange(4.0)
+    np.testing.assert_allclose(g(x, 1.0), [1.0, 3.0, 5.0, 7.0])
+    # Passed by keyword, the argument is not donated (a new buffer; never wrong).
+    kept = jnp.arange(4.0)
+    np.testing.assert_allclose(g(y=1.0, x=kept), [1.0, 3.0, 5.0, 7.0])
+    np.testing.assert_allclose(kept, [0.0, 1.0, 2.0, 3.0])

@@ -1,5 +1,7 @@
 """State-aware scan / for_loop / fori_loop / while_loop / map: values, states, trace counts, errors."""
 
+from typing import ClassVar
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -339,3 +341,220 @@ def test_state_leak_error_points_to_state_aware_scan():
 def test_pbar_is_brainstates_name_for_progress_bar():
     with pytest.raises(TypeError, match="progress_bar must be"):
         for_loop(lambda t: t, jnp.arange(3), pbar="yes")
+
+
+# ---------------------------------------------------------------- states local to a body
+# A State the body creates and uses only there is local to the body (brainstate and
+# flax NNX run such bodies): its reads and writes are traced values of one step.
+def test_scan_body_with_local_scratch_state_matches_lax_scan():
+    acc = State(jnp.zeros(2), name="acc")
+    traces = []
+
+    def f(c, x):
+        traces.append(1)
+        scratch = state_core.ShortTermState(c * 2.0)  # its value depends on the carry
+        scratch.value = scratch.value + x
+        acc.value = acc.value + scratch.value
+        return scratch.value, scratch.value.sum()
+
+    xs = jnp.arange(6.0).reshape(3, 2)
+    carry, ys = scan(f, jnp.ones(2), xs)
+    carry2, _ = scan(f, jnp.ones(2), xs)
+
+    def pure(state, x):
+        c, a = state
+        s = c * 2.0 + x
+        return (s, a + s), s.sum()
+
+    (c_ref, a_ref), ys_ref = jax.lax.scan(pure, (jnp.ones(2), jnp.zeros(2)), xs)
+    assert_allclose(carry, c_ref, rtol=1e-6)
+    assert_allclose(carry2, c_ref, rtol=1e-6)
+    assert_allclose(ys, ys_ref, rtol=1e-6)
+    assert_allclose(acc.value, 2 * np.asarray(a_ref), rtol=1e-6)
+    assert len(traces) == 1  # traced once for both calls
+
+
+def test_for_loop_body_with_local_state_matches_lax_scan():
+    total = State(jnp.zeros(()), name="total")
+
+    def body(x):
+        sq = state_core.ShortTermState(jnp.zeros(3))  # a scratch variable, born concrete
+        sq.value = sq.value + x**2
+        sq.value = sq.value * 0.5
+        total.value = total.value + sq.value.sum()
+        return sq.value
+
+    xs = jnp.arange(12.0).reshape(4, 3)
+    ys = for_loop(body, xs)
+
+    def pure(t, x):
+        s = x**2 * 0.5
+        return t + s.sum(), s
+
+    t_ref, ys_ref = jax.lax.scan(pure, jnp.zeros(()), xs)
+    assert_allclose(ys, ys_ref, rtol=1e-6)
+    assert_allclose(total.value, t_ref, rtol=1e-6)
+
+
+def test_fori_loop_with_known_and_traced_bounds_and_a_local_state():
+    def body(i, c):
+        tmp = State(c + i, name="tmp")
+        tmp.value = tmp.value * 0.5
+        return tmp.value
+
+    def pure(i, c):
+        return (c + i) * 0.5
+
+    ref = jax.lax.fori_loop(0, 6, pure, jnp.float32(1.0))
+    assert_allclose(fori_loop(0, 6, body, jnp.float32(1.0)), ref, rtol=1e-6)
+
+    @jit
+    def traced_bounds(n):  # bounds known only at run time: one lax.while_loop
+        return fori_loop(0, n, body, jnp.float32(1.0))
+
+    assert_allclose(traced_bounds(jnp.int32(6)), ref, rtol=1e-6)
+
+
+def test_while_loop_body_and_cond_with_local_states():
+    steps = State(jnp.zeros((), jnp.int32), name="steps")
+
+    def cond_fun(c):
+        limit = State(jnp.float32(20.0), name="limit")  # local to the condition
+        return c < limit.value
+
+    def body_fun(c):
+        step = State(c + 1.0, name="step")
+        step.value = step.value * 1.5
+        steps.value = steps.value + 1
+        return step.value
+
+    out = while_loop(cond_fun, body_fun, jnp.float32(0.0))
+    ref = jax.lax.while_loop(lambda c: c < 20.0, lambda c: (c + 1.0) * 1.5, jnp.float32(0.0))
+    n_ref = 0
+    c = 0.0
+    while c < 20.0:
+        c, n_ref = (c + 1.0) * 1.5, n_ref + 1
+    assert_allclose(out, ref, rtol=1e-6)
+    assert int(steps.value) == n_ref
+
+
+def test_loop_body_builds_a_local_module_as_plain_python_would():
+    import state_nn
+
+    def body(c, x):
+        layer = state_nn.Linear(2, 2)  # weights drawn from state_random's default stream
+        return c + layer(x), None
+
+    xs = jnp.arange(6.0).reshape(3, 2)
+    state_random.seed(7)
+    out, _ = scan(body, jnp.zeros(2), xs)
+    key_after = jax.random.key_data(state_random.DEFAULT.value)
+
+    state_random.seed(7)
+    with jax.disable_jit():  # the same body run step by step in Python
+        ref, _ = scan(body, jnp.zeros(2), xs)
+    assert_allclose(out, ref, rtol=1e-5)
+    np.testing.assert_array_equal(key_after, jax.random.key_data(state_random.DEFAULT.value))
+
+    def with_weights(c, x):  # a module whose parameters depend on the carry
+        layer = state_nn.Linear(2, 2, w_init=jnp.eye(2) * c.sum(), b_init=jnp.ones(2))
+        return layer(x) * 0.1, None
+
+    out, _ = scan(with_weights, jnp.ones(2), xs)
+    ref, _ = jax.lax.scan(lambda c, x: ((x @ (jnp.eye(2) * c.sum()) + 1.0) * 0.1, None), jnp.ones(2), xs)
+    assert_allclose(out, ref, rtol=1e-6)
+
+
+def test_loop_body_builds_a_local_param_module():
+    import state_nn
+
+    def body(i, c):
+        p = state_nn.Param(c + 1.0, t=state_nn.SoftplusT(0.0), reg=state_nn.L2Reg(0.5))
+        return p.value() * 0.5 + p.reg_loss()
+
+    out = fori_loop(0, 4, body, jnp.ones(2))
+    ref = jax.lax.fori_loop(0, 4, lambda i, c: (c + 1.0) * 0.5 + 0.5 * jnp.sum((c + 1.0) ** 2), jnp.ones(2))
+    assert_allclose(out, ref, rtol=1e-5)
+
+
+def test_local_states_are_reported_by_no_enclosing_catch_new_states_block():
+    with state_core.catch_new_states() as caught:
+        outside = State(jnp.ones(()), name="outside")
+        ys = for_loop(lambda x: State(x * 2 + outside.value, name="local").value, jnp.arange(3.0))
+    assert [s.name for s in caught] == ["outside"]
+    assert_allclose(ys, [1.0, 3.0, 5.0])
+
+
+def test_loop_refuses_a_state_its_body_keeps_on_an_outer_object():
+    class Model:
+        def __init__(self):
+            self.total = State(jnp.zeros(()), name="total")
+
+        def step(self, x):
+            self.cache = State(x * 2, name="cache")
+            self.total.value = self.total.value + self.cache.value
+
+    model = Model()
+    with pytest.raises(
+        ValueError,
+        match=r"(?s)for_loop: the body creates State 'cache' and keeps it at path 'cache' of the Model.*"
+        r"Create it before the for_loop .*pass its value out through the carry",
+    ):
+        for_loop(model.step, jnp.arange(3.0))
+    assert_allclose(model.total.value, 0.0)
+
+
+def test_loop_refuses_a_state_its_body_appends_to_an_outer_list_or_variable():
+    total = State(jnp.zeros(()), name="total")
+    kept = []
+
+    def append(c, x):
+        s = state_core.ShortTermState(c + x, name="scratch")
+        kept.append(s)
+        total.value = total.value + s.value
+        return s.value, None
+
+    with pytest.raises(ValueError, match=r"scan: the body creates ShortTermState 'scratch' and keeps it at path '0'"):
+        scan(append, 0.0, jnp.arange(3.0))
+    assert_allclose(total.value, 0.0)
+
+    last = None
+
+    def remember(i, c):
+        nonlocal last
+        last = State(c + i, name="last")
+        return last.value
+
+    with pytest.raises(ValueError, match=r"fori_loop: the body creates State 'last' and keeps it in a variable"):
+        fori_loop(0, 3, remember, 0.0)
+
+
+def test_loop_refuses_a_state_its_body_returns():
+    def body(x):
+        return State(x, name="out")
+
+    with pytest.raises(TypeError, match=r"for_loop: the body is a State \(State 'out'\)"):
+        for_loop(body, jnp.arange(3.0))
+
+
+def test_a_local_state_read_after_the_loop_raises():
+    # Kept through a route the loop cannot see (a class attribute filled by a helper):
+    # reading it afterwards is refused, naming the state, the loop and the fix.
+    class Registry:
+        items: ClassVar[list[State]] = []
+
+        @classmethod
+        def add(cls, state):
+            cls.items.append(state)
+
+    def body(x):
+        s = State(x * 2, name="scratch")
+        Registry.add(s)
+        return s.value
+
+    assert_allclose(for_loop(body, jnp.arange(3.0)), [0.0, 2.0, 4.0])
+    with pytest.raises(
+        state_core.StateLeakError,
+        match=r"(?s)State 'scratch' was created .*local to the body of for_loop.*through a loop's carry",
+    ):
+        _ = Registry.items[0].value

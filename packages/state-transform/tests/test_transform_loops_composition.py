@@ -280,3 +280,49 @@ def test_concurrent_loops_from_threads():
     for k in range(4):
         assert_allclose(states[k].value, 3 * 6.0 * (k + 1))
         assert not isinstance(states[k].value, jax.core.Tracer)
+
+
+def test_local_states_of_loop_bodies_inside_jit_vmap2_and_grad():
+    acc = State(jnp.zeros(()), name="acc")
+    traces = []
+
+    def body(x):
+        traces.append(1)
+        sq = HiddenState(x)
+        sq.value = sq.value**2
+        acc.value = acc.value + sq.value
+
+    @jit
+    def total(xs):
+        for_loop(body, xs)
+        return acc.value
+
+    assert_allclose(total(jnp.arange(4.0)), 14.0)
+    assert_allclose(total(jnp.arange(4.0)), 28.0)
+    assert len(traces) == 1
+    assert_allclose(acc.value, 28.0)
+
+    def lane(xs):  # one loop per lane; its local state holds per-lane values
+        def step(c, x):
+            tmp = State(c * 0.5 + x)
+            return tmp.value, tmp.value
+
+        return scan(step, jnp.float32(0.0), xs)[1]
+
+    xs = jnp.arange(8.0).reshape(2, 4)
+    ref = jax.vmap(lambda v: jax.lax.scan(lambda c, x: (c * 0.5 + x, c * 0.5 + x), jnp.float32(0.0), v)[1])(xs)
+    assert_allclose(vmap2(lane)(xs), ref, rtol=1e-6)
+
+    w = ParamState(jnp.float32(2.0), name="w")
+
+    def loss(x):
+        def step(c, xi):
+            scaled = HiddenState(c * w.value)  # depends on the carry and on the differentiated state
+            return scaled.value + xi, None
+
+        return scan(step, x, jnp.arange(3.0))[0]
+
+    (g_w,) = grad(loss, grad_states=[w])(jnp.float32(1.0))
+    ref = jax.grad(lambda v: jax.lax.scan(lambda c, xi: (c * v + xi, None), 1.0, jnp.arange(3.0))[0])(2.0)
+    assert_allclose(g_w, ref, rtol=1e-6)
+    assert_allclose(w.value, 2.0)

@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from numpy.testing import assert_allclose
+from numpy.testing import assert_allclose, assert_array_equal
 
 import state_core
 import state_random
@@ -145,8 +145,9 @@ def test_a_shared_state_that_differs_between_lanes_fails_and_changes_nothing():
     with pytest.raises(BatchAxisError, match=r"NonBatchState .* kept as one shared copy .* differs between copies"):
         vmap_new_states(build, axis_size=4)(jnp.arange(4.0))
     assert_allclose(counter.value, 0.0)
-    # As in vmap2_new_states, the random stream has moved on (a retry draws new numbers).
+    # As in vmap2_new_states, the failed call moved no key.
     assert not isinstance(state_random.DEFAULT.value, jax.core.Tracer)
+    assert_array_equal(jax.random.key_data(state_random.DEFAULT.value), jax.random.key_data(jax.random.key(3)))
 
 
 def test_vmap2_new_states_keeps_a_nonbatch_state_shared():

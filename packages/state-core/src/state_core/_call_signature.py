@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import operator
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any
@@ -12,7 +13,7 @@ from ._jax_internals import ArrayImpl
 from ._signature import leaf_signature, positional_key, trace_context
 from ._state import check_not_state
 
-__all__ = ["CallSignature", "normalize_argnums", "normalize_argnames"]
+__all__ = ["CallSignature", "normalize_argnums", "normalize_argnames", "positions_of_names"]
 
 _tree_flatten = jax.tree_util.tree_flatten
 _ArrayImpl = ArrayImpl
@@ -35,6 +36,39 @@ def normalize_argnums(argnums: int | Iterable[int] | None, what: str) -> tuple[i
     except TypeError:
         raise TypeError(f"{what} must be an int or a sequence of ints, got {argnums!r}.") from None
     return result
+
+
+def positions_of_names(fun: Callable[..., Any], names: Iterable[str]) -> tuple[int, ...]:
+    """The positions at which ``fun`` takes the parameters ``names`` when they are passed positionally.
+
+    ``jax.jit`` treats a ``static_argnames`` (or ``donate_argnames``) parameter the
+    same whether the caller passes it by keyword or by position; adding these
+    positions to the ``*_argnums`` gives the same. Keyword-only parameters and names
+    ``fun`` does not have add nothing; a callable without a signature adds nothing.
+
+    Args:
+        fun: the user's function.
+        names: parameter names, e.g. a transformation's ``static_argnames``.
+
+    Example:
+        >>> from state_core.engine import positions_of_names
+        >>> def f(x, n, *, k=0): ...
+        >>> positions_of_names(f, ('n', 'k', 'missing'))
+        (1,)
+    """
+    wanted = set(names)
+    if not wanted:
+        return ()
+    try:
+        parameters = inspect.signature(fun).parameters.values()
+    except (TypeError, ValueError):  # a builtin or C callable without a signature
+        return ()
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return tuple(
+        i
+        for i, p in enumerate(q for q in parameters if q.kind in positional)
+        if p.name in wanted and p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+    )
 
 
 def normalize_argnames(argnames: str | Iterable[str] | None) -> tuple[str, ...]:
@@ -62,14 +96,16 @@ class CallSignature:
     name: str
     static_argnums: tuple[int, ...]
     static_argnames: tuple[str, ...]
+    #: where the ``static_argnames`` parameters sit when passed positionally
+    _static_name_positions: tuple[int, ...] = ()
     trace: Callable[..., Any]
 
     def _split_args(
         self, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> tuple[tuple[Any, ...], dict[str, Any], tuple[Any, ...], tuple[Any, ...]]:
-        if self.static_argnums:
+        if self.static_argnums or self._static_name_positions:
             n = len(args)
-            static_pos = set()
+            static_pos = {i for i in self._static_name_positions if i < n}
             for i in self.static_argnums:
                 j = i + n if i < 0 else i
                 if not 0 <= j < n:

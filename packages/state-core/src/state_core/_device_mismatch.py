@@ -1,24 +1,28 @@
 """Name the state and the argument when the inputs of one call lie on different devices.
 
 JAX refuses to run a compiled program whose committed inputs lie on different
-device sets, and its message names the program's internal arguments. When a
+device sets, or on other devices than the program places its values on (its
+``in_shardings`` / ``out_shardings``, a sharding constraint or ``jax.device_put``
+inside it), and its message names the program's internal arguments. When a
 program of ours fails at dispatch with a ``ValueError``, the replay asks
 ``device_mismatch_message`` whether the inputs it handed over are spread over
-different devices; if so, the error the user sees names the State and the
-argument and says how to bring them together.
+different devices, or lie elsewhere than the program's placements; if so, the
+error the user sees names the State (or the argument), both device sets and how
+to bring them together.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import jax
 
 from ._graph import state_label
+from ._jax_internals import context_mesh, open_jaxpr
 from ._state import State
 
-__all__ = ["device_mismatch_message"]
+__all__ = ["device_mismatch_message", "placements_in"]
 
 
 def _devices(leaf: Any) -> frozenset[int] | None:
@@ -46,12 +50,75 @@ def _argument_paths(dyn_treedef: Any) -> list[str]:
     return paths
 
 
+def _ids(devices: Any) -> frozenset[int]:
+    return frozenset(d.id for d in devices)
+
+
+def _placement_devices(target: Any) -> frozenset[int] | None:
+    """The ids of the devices a sharding, a device or a concrete mesh places values on; None for anything else."""
+    if isinstance(target, jax.sharding.Sharding):
+        return _ids(target.device_set)
+    if isinstance(target, jax.Device):
+        return _ids([target])
+    if isinstance(target, jax.sharding.Mesh):
+        return _ids(target.devices.flat)
+    return None  # an abstract mesh, None (JAX chooses), a memory kind ...
+
+
+def _placements_of(eqn: Any, who: str) -> Iterator[tuple[str, Any]]:
+    """What one equation places its values on, with how the message names it."""
+    name = eqn.primitive.name
+    if name == "sharding_constraint":
+        yield f"a sharding constraint (jax.lax.with_sharding_constraint) in {who}", eqn.params.get("sharding")
+    elif name == "device_put":
+        for target in eqn.params.get("devices") or ():
+            yield f"a jax.device_put in {who}", target
+    elif name == "shard_map":
+        yield f"a shard_map in {who}", eqn.params.get("mesh")
+
+
+def placements_in(jaxpr: Any, who: str) -> list[tuple[str, Any]]:
+    """``(what, sharding or device or mesh)`` for each placement a traced program makes itself.
+
+    Searches ``jaxpr`` and its sub-jaxprs (loop bodies, branches, nested calls) for
+    sharding constraints, ``jax.device_put`` and ``shard_map``, and adds the mesh
+    set with ``jax.set_mesh`` around the call (``jax.jit`` runs on its devices).
+    Only the failure path calls it (it walks the whole program).
+
+    Args:
+        jaxpr: a closed or open jaxpr of the program.
+        who: the function's name, for the descriptions.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from state_core._device_mismatch import placements_in
+        >>> device = jax.devices()[0]
+        >>> jaxpr = jax.make_jaxpr(lambda x: jax.device_put(x * 2, device))(jnp.ones(2))
+        >>> placements_in(jaxpr, 'step') == [('a jax.device_put in step', device)]
+        True
+    """
+    import jax.extend.core as jex_core
+
+    found: list[tuple[str, Any]] = []
+    todo = [open_jaxpr(jaxpr)]  # an explicit stack: deeply nested programs do not recurse
+    while todo:
+        current = todo.pop()
+        for eqn in current.eqns:
+            found.extend(_placements_of(eqn, who))
+            todo.extend(open_jaxpr(sub) for sub in jex_core.jaxprs_in_params(eqn.params))
+    mesh = context_mesh()
+    if mesh is not None:
+        found.append(("the mesh set with jax.set_mesh", mesh))
+    return found
+
+
 def device_mismatch_message(
     who: str,
     states: Sequence[State[Any]],
     values: Sequence[Any],
     leaves: Sequence[Any],
     dyn_treedef: Any,
+    placements: Sequence[tuple[str, Any]] = (),
 ) -> str | None:
     """The message for a call whose committed inputs lie on different devices; None if they do not.
 
@@ -61,10 +128,15 @@ def device_mismatch_message(
         values: the values handed to the program, one pytree per state.
         leaves: the dynamic argument leaves handed to the program.
         dyn_treedef: the structure of the call's dynamic ``(args, kwargs)``.
+        placements: ``(what, sharding or device or mesh)`` pairs naming where the
+            program itself places values (``Program.placed_by``, ``placements_in``
+            its jaxpr); looked at when the inputs agree with each other.
 
     Returns:
-        A message naming one input on each of two device sets and the fix, or None
-        when every committed input lies on the same devices (the failure has another cause).
+        A message naming one input on each of two device sets and the fix, or an
+        input and a placement of the program on other devices and the fix, or None
+        when every committed input lies on the devices of every placement (the
+        failure has another cause).
 
     Example:
         >>> import jax
@@ -94,4 +166,16 @@ def device_mismatch_message(
                     "devices on every later call."
                 )
             seen.setdefault(ids, label)
+    if not seen:
+        return None
+    (ids, label), *_ = seen.items()
+    for what, target in placements:
+        placed = _placement_devices(target)
+        if placed is not None and placed != ids:
+            return (
+                f"{who}: {label} lies on {_show(ids)} but {what} places the program on {_show(placed)}; "
+                f"a program runs on one set of devices. Move {label} there with jax.device_put (for a "
+                f"state: state.value = jax.device_put(state.value, sharding) with a sharding on "
+                f"{_show(placed)}), or place the program on {_show(ids)}."
+            )
     return None

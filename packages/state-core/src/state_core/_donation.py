@@ -35,34 +35,49 @@ __all__ = [
     "set_donation",
     "donation_enabled",
     "donation_allowed",
+    "donation_switched_on",
     "set_donation_min_bytes",
     "donation_min_bytes",
     "values_nbytes",
 ]
 
 _rc = sys.getrefcount
-_ARRAY_TYPES: tuple[type, ...] = (ArrayImpl, PRNGKeyArray)
+_ARRAY_TYPES: tuple[type, ...] = (ArrayImpl,)
+# Typed keys are looked into: their key data is an array a user may hold on its own.
+_KEY_TYPES: tuple[type, ...] = (PRNGKeyArray,)
 # Leaves that are never donated and never shared in a way that matters: JAX turns
 # them into new device buffers at every call.
 _PLAIN_LEAVES = (int, float, complex, bool, type(None), np.ndarray, np.generic, str)
 
 
-def _children(node: Any) -> list[Any] | None:
-    """The children of a container JAX flattens the usual way, or None for other nodes."""
+def _children(node: Any, keys: tuple[type, ...]) -> list[Any] | None:
+    """The children of a container JAX flattens the usual way, or None for other nodes.
+
+    A typed PRNG key (a type in ``keys``) has one child, the array of its key data:
+    ``jax.random.key_data(key)`` hands out that very array, and
+    ``jax.random.wrap_key_data(data)`` wraps the caller's array without copying, so a
+    user can hold a key's buffer without holding the key.
+    """
     t = type(node)
     if t is tuple or t is list or isinstance(node, tuple):  # NamedTuples (optax states) included
         return list(node)
     if t is dict:
         return list(node.values())
+    if t in keys:
+        data = getattr(node, "_base_array", None)
+        return None if data is None else [data]
     return None
 
 
-def _check(rw: list[Any], top: int, inner: int, arrays: tuple[type, ...], seen: list[int] | None) -> bool:
+def _check(
+    rw: list[Any], top: int, inner: int, arrays: tuple[type, ...], keys: tuple[type, ...], seen: list[int] | None
+) -> bool:
     """Whether every node of every value in ``rw`` has exactly the references the engine expects.
 
     ``top``: the count of a value held by its State and by ``rw`` alone; ``inner``:
-    the count of a node held only by its parent container. With ``seen`` given,
-    records the counts instead of comparing (the calibration).
+    the count of a node held only by its parent (a container, or the typed key whose
+    data it is). ``arrays``: the leaf types; ``keys``: the typed key types. With
+    ``seen`` given, records the counts instead of comparing (the calibration).
     """
     for value in rw:
         count = _rc(value)
@@ -72,7 +87,7 @@ def _check(rw: list[Any], top: int, inner: int, arrays: tuple[type, ...], seen: 
             return False
         if type(value) in arrays:
             continue
-        pending = _children(value)
+        pending = _children(value, keys)
         if pending is None:
             return False  # a pytree node we cannot see into: keep it
         while pending:
@@ -86,7 +101,7 @@ def _check(rw: list[Any], top: int, inner: int, arrays: tuple[type, ...], seen: 
                 return False
             if type(node) in arrays:
                 continue
-            kids = _children(node)
+            kids = _children(node, keys)
             if kids is None:
                 return False
             pending.extend(kids)
@@ -98,6 +113,13 @@ class _Probe:
     """A stand-in array for the calibration (creating a real one would start the JAX backend)."""
 
 
+class _ProbeKey:
+    """A stand-in typed key for the calibration: it holds its key data as an attribute."""
+
+    def __init__(self) -> None:
+        self._base_array = _Probe()
+
+
 class _Holder:
     """A stand-in State for the calibration."""
 
@@ -106,10 +128,10 @@ class _Holder:
 
 def _calibrate() -> tuple[int, int]:
     holder = _Holder()
-    holder.__dict__["_value"] = ([_Probe()], _Probe())
+    holder.__dict__["_value"] = ([_Probe()], _Probe(), _ProbeKey())
     rw = [holder._value]  # as the runner holds it: the State's slot and the rw list
     seen: list[int] = []
-    _check(rw, 0, 0, (_Probe,), seen)
+    _check(rw, 0, 0, (_Probe,), (_ProbeKey,), seen)
     top, *inner = seen
     if len(set(inner)) != 1:  # every node below the top is held by its parent alone
         raise RuntimeError(f"state_core could not calibrate reference counts (saw {seen}); please report it.")
@@ -159,13 +181,19 @@ def exclusively_held(rw: list[Any]) -> bool:
     states into this list (no other list, variable or argument of the caller may
     hold them). A value that is a pytree counts as held elsewhere when any of its
     containers or arrays is: a user who kept ``opt = opt_state.value`` keeps every
-    array in it.
+    array in it. A typed PRNG key counts as held elsewhere when its key data is
+    (``jax.random.key_data(key)`` returns the key's own buffer).
+
+    What the counts cannot see is another array object that JAX made to share the
+    value's buffer (``jax.device_put(value, device)`` onto the device it already
+    lies on, ``value.addressable_data(i)``, the shards of a value spread over
+    devices): such an object is not a reference to the value.
 
     Args:
         rw: the written states' current values, one per state.
 
     Example:
-        >>> import jax.numpy as jnp
+        >>> import jax, jax.numpy as jnp
         >>> from state_core import State
         >>> from state_core.engine import exclusively_held
         >>> s = State(jnp.zeros(3))
@@ -174,8 +202,12 @@ def exclusively_held(rw: list[Any]) -> bool:
         >>> kept = s.value
         >>> exclusively_held([s._value])
         False
+        >>> key = State(jax.random.key(0))
+        >>> data = jax.random.key_data(key.value)    # the key's own buffer
+        >>> exclusively_held([key._value])
+        False
     """
-    return _check(rw, _TOP, _INNER, _ARRAY_TYPES, None)
+    return _check(rw, _TOP, _INNER, _ARRAY_TYPES, _KEY_TYPES, None)
 
 
 class _Switch(threading.local):
@@ -315,6 +347,23 @@ def donation_enabled() -> bool:
     override = _SWITCH.override
     enabled = _DEFAULT[0] if override is None else override
     return enabled and not debugging_nans_or_infs()
+
+
+def donation_switched_on() -> bool:
+    """Whether ``set_donation`` / ``donation`` leave in-place updates on in this thread (nothing else asked).
+
+    The replay asks this and checks the rest itself (JAX's NaN flags, which it
+    reads once per call, and whether a JAX transformation is tracing).
+
+    Example:
+        >>> from state_core import donation
+        >>> from state_core._donation import donation_switched_on
+        >>> with donation(False):
+        ...     donation_switched_on()
+        False
+    """
+    override = _SWITCH.override
+    return _DEFAULT[0] if override is None else override
 
 
 def donation_allowed() -> bool:

@@ -16,9 +16,9 @@ import dataclasses
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Generic, TypeVar
 
-import jax.extend.core as jex_core
-
 from ._graph import GraphSnapshot
+from ._invalid_values import refuse_invalid_values
+from ._jax_internals import debugging_nans_or_infs, is_tracer
 from ._state import State
 
 __all__ = ["Trace", "Program", "CacheEntry", "jaxpr_evaluator"]
@@ -237,16 +237,23 @@ def jaxpr_evaluator(trace: Trace) -> Callable[[Sequence[Any], Sequence[Any]], tu
     """
     import jax
 
-    run = jex_core.jaxpr_as_fun(trace.closed_jaxpr)
+    jaxpr, consts = trace.closed_jaxpr.jaxpr, trace.closed_jaxpr.consts
+    eval_jaxpr = jax.core.eval_jaxpr
     n_out = trace.n_out_leaves
     out_treedef = trace.out_treedef
     defs = trace.out_state_defs
     n_written = len(trace.out_states)
+    write_states = trace.write_states
     leaves_of = jax.tree.leaves
     unflatten = jax.tree.unflatten
 
     def evaluate(state_values: Sequence[Any], dyn_leaves: Sequence[Any]) -> tuple[Any, list[Any], list[Any]]:
-        flat = run(*[leaf for v in state_values for leaf in leaves_of(v)], *dyn_leaves)
+        args = [*[leaf for v in state_values for leaf in leaves_of(v)], *dyn_leaves]
+        debugging = debugging_nans_or_infs()
+        if debugging and not _staged(args):
+            flat = _evaluate_unchecked(eval_jaxpr, jaxpr, consts, args)
+        else:
+            flat = eval_jaxpr(jaxpr, consts, *args)
         out = unflatten(out_treedef, flat[:n_out])
         values = []
         i = n_out
@@ -254,9 +261,39 @@ def jaxpr_evaluator(trace: Trace) -> Callable[[Sequence[Any], Sequence[Any]], tu
             n = treedef.num_leaves
             values.append(unflatten(treedef, flat[i : i + n]))
             i += n
+        if debugging and not any(map(is_tracer, flat)):
+            # Evaluated on concrete values (JAX re-running a compiled call op by op to
+            # find a NaN it saw, or ``jaxpr_call``): refuse it here, naming the state.
+            refuse_invalid_values("", out, write_states, values)
         return out, values[:n_written], values[n_written:]
 
     return evaluate
+
+
+def _staged(args: list[Any]) -> bool:
+    """True if every argument is a tracer of a ``jax.jit`` / ``make_jaxpr`` trace: nothing runs while evaluating."""
+    from jax.interpreters.partial_eval import DynamicJaxprTracer
+
+    return bool(args) and all(isinstance(x, DynamicJaxprTracer) for x in args)
+
+
+def _evaluate_unchecked(eval_jaxpr: Callable[..., Any], jaxpr: Any, consts: Any, args: list[Any]) -> Any:
+    """``eval_jaxpr`` with JAX's per-operation NaN / Inf checks off.
+
+    Used only while a flag is on and operations run as they are evaluated (op by
+    op, or under an eager ``jax.vmap`` / ``jax.vjp``): library code makes and masks
+    NaNs on purpose (``jnp.var``), and a nested ``jit`` evaluated op by op under the
+    flags raises JAX's internal error instead of a ``FloatingPointError``;
+    ``jax.extend.core.jaxpr_as_fun`` turns the checks off for the same reasons. It
+    is not used for other evaluations (the flags off, or a ``jax.jit`` trace, where
+    nothing runs): leaving such a block sets the thread's NaN-check hook to None for
+    good (JAX 0.10 to 0.12), after which ``jax.config.update("jax_debug_nans", True)``
+    is ignored by every cached ``jax.jit`` call of the thread, the user's own included.
+    """
+    import jax
+
+    with jax.debug_nans(False), jax.debug_infs(False):
+        return eval_jaxpr(jaxpr, consts, *args)
 
 
 @dataclasses.dataclass(frozen=True, eq=False, slots=True)
@@ -286,8 +323,9 @@ class Program:
             after dispatch: it calls back into Python or spans several devices).
             Default False; the pipeline turns it on when either is the case.
         on_failure: called with the input state values (in ``in_states`` order) when
-            the program raises; random keys advance there. None (the default):
-            nothing to undo.
+            the program raises, for a strategy that must release something then; it
+            must not write States (a failed call leaves every State as it was). None
+            (the default): nothing to do.
         prepare: ``(values, leaves) -> (values, leaves)`` before the run (places inputs
             on the devices the program expects), with one value per input state in
             ``in_states`` order; None (the default) runs on the values as they are.
@@ -295,6 +333,11 @@ class Program:
             results are ready and before any state is written: it raises to fail the
             call (every state keeps its value) or returns what the caller receives. A
             program with a check never donates (a failed check must find the inputs intact).
+        placed_by: ``(what, sharding)`` pairs for the placements the strategy gives the
+            program itself (``jit``'s ``in_shardings`` / ``out_shardings``, described as
+            ``"its out_shardings"``): when a call fails because an input lies on other
+            devices, the message names the input, the placement and both device sets.
+            Default: none.
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -320,6 +363,7 @@ class Program:
     on_failure: Callable[[list[Any]], None] | None = None
     prepare: Callable[[list[Any], list[Any]], tuple[list[Any], list[Any]]] | None = None
     check: Callable[[Any], Any] | None = None
+    placed_by: tuple[tuple[str, Any], ...] = ()
 
 
 class CacheEntry(Generic[InfoT]):

@@ -21,9 +21,18 @@ from typing import Any
 import jax
 
 from ._context import CTX
-from ._device_mismatch import device_mismatch_message
-from ._donation import donation_allowed, exclusive_array_counts, exclusively_held
-from ._jax_internals import ArrayImpl, PRNGKeyArray, each_on_one_device, is_tracer, open_jaxpr
+from ._device_mismatch import device_mismatch_message, placements_in
+from ._donation import donation_switched_on, exclusive_array_counts, exclusively_held
+from ._invalid_values import refuse_invalid_values
+from ._jax_internals import (
+    ArrayImpl,
+    PRNGKeyArray,
+    debugging_nans_or_infs,
+    each_on_one_device,
+    is_eager,
+    is_tracer,
+    open_jaxpr,
+)
 from ._program import CacheEntry, merger
 from ._signature import reference_avals, values_unchanged
 from ._state import State, StateLeakError
@@ -216,6 +225,8 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
     on_failure = program.on_failure
     prepare = program.prepare
     check = program.check
+    placed_by = program.placed_by
+    closed_jaxpr = trace.closed_jaxpr  # searched for placements on the failure path only
     merge = merger(trace)
     rw_index, ro_index = trace.rw_index, trace.ro_index
     # The input states, their signatures and reference avals in program order:
@@ -245,7 +256,9 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
     may_donate = donating is not None and check is None and n_rw > 0
     donated_form = compiled if donating is None else donating
     # Written states holding plain arrays: their references are counted in one step.
-    exclusive = exclusive_array_counts(n_rw) if ref_avals is not None else None
+    # (A typed key is walked instead: its key data may be held without the key.)
+    plain = all(type(s._value) is _ArrayImpl for s in states[:n_rw])
+    exclusive = exclusive_array_counts(n_rw) if plain else None
     steady: list[Any] = [None]
 
     unlock_order = tuple(reversed(locks))
@@ -274,12 +287,16 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
                 rw, ro = [placed[k] for k in rw_index], [placed[k] for k in ro_index]
                 del placed
             del values
+            # JAX's NaN / Inf checks, read once per call (off: nothing else is asked).
+            debugging = not stacks and debugging_nans_or_infs()
             fn = compiled
             if eager[0] is not None:
                 first, eager[0] = eager[0], None
                 # Op by op only for a transform object's first call at the top level, with
-                # values on one device (op by op, values spread over devices do not mix).
-                if eager_ok and not stacks and each_on_one_device(rw, ro, leaves):
+                # values on one device (op by op, values spread over devices do not mix),
+                # and not while JAX checks every operation for NaNs: library code makes and
+                # masks NaNs on purpose (``jnp.var``), which only a compiled program hides.
+                if eager_ok and not stacks and not debugging and each_on_one_device(rw, ro, leaves):
                     fn = first
             layout_kept = False
             consider = may_donate and fn is compiled and not stacks
@@ -288,9 +305,13 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
                 # this program's own outputs of a call that kept their layout, or when
                 # every input lies on one device and the program keeps layouts there.
                 layout_kept = list(map(id, rw)) == steady[0] or (keeps_layout and each_on_one_device(rw, ro, leaves))
+                # Not while JAX checks for NaNs (it re-runs a failing program on the same
+                # inputs), nor under a plain JAX transformation (the values must stay alive).
                 if (
                     layout_kept
-                    and donation_allowed()
+                    and not debugging
+                    and donation_switched_on()
+                    and is_eager()
                     and (exclusively_held(rw) if exclusive is None else list(map(_rc, rw)) == exclusive)
                 ):
                     fn = donated_form  # nothing but the States holds the old values: reuse their buffers
@@ -300,7 +321,8 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
                     out, new_values = fn(rw, ro, *leaves)
                 except ValueError as err:
                     # JAX's message would name the program's internal arguments.
-                    message = device_mismatch_message(who, states, [*rw, *ro], leaves, dyn_treedef)
+                    placements = [*placed_by, *placements_in(closed_jaxpr, who)]
+                    message = device_mismatch_message(who, states, [*rw, *ro], leaves, dyn_treedef, placements)
                     if message is None:
                         raise
                     raise ValueError(message) from err
@@ -308,6 +330,11 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
                     # Errors raised while the program runs (a failing callback, a device
                     # error) surface here, before any state sees the results.
                     jax.block_until_ready((out, new_values))
+                if debugging:
+                    # JAX checks a compiled call's results itself, but not on every path (a
+                    # program compiled before the flag was set, a thread where a debug_nans
+                    # block ran): check them here, before any state sees them.
+                    refuse_invalid_values(who, out, write_back, new_values)
                 if check is not None and not stacks:
                     out = check(out)
                 ok = True

@@ -448,7 +448,8 @@ class State(StateDisplay, HookMethods, Generic[T]):
         raise StateLeakError(
             f"{self._short_description()} was created inside a traced function at "
             f"{where or self._leaked_at} and is used after that trace finished; its value is a "
-            "stale tracer. Create states outside transformed functions, or create them with "
+            "stale tracer. Create states outside transformed functions, or pass their values out "
+            "instead (through a loop's carry or a function's return value), or create them with "
             "state_transform.vmap2_new_states / catch_new_states and export their values."
         )
 

@@ -28,7 +28,7 @@ from ._cache import (
     register_cache_owner,
     shared_record,
 )
-from ._call_signature import CallSignature, normalize_argnames, normalize_argnums
+from ._call_signature import CallSignature, normalize_argnames, normalize_argnums, positions_of_names
 from ._context import CTX, GENERATION
 from ._donation import donation_min_bytes, values_nbytes
 from ._environ_reads import reads_unchanged, record_reads
@@ -158,9 +158,24 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
         cache_size: how many call signatures to keep compiled (least recently used
             ones are dropped beyond it); default ``DEFAULT_CACHE_SIZE`` (64). A function
             with its own cache size keeps its programs to itself.
-        donate_states: update written States in place: when nothing but a State
-            refers to its old value, the program reuses that buffer (see
-            ``state_core.donation``). ``False`` always allocates new buffers.
+        donate_states: update written States in place (default True). At each
+            call, the old value of a state the function writes is donated to the
+            program (its buffer is reused for the new value) only when nothing but
+            the State refers to it: no variable or container of yours, no other
+            State, no argument or read-only state of the same call, no value an
+            earlier call returned and, for a typed PRNG key, not its key data
+            (``jax.random.key_data``). Otherwise the call allocates a new buffer and
+            the old value stays readable. Nothing is donated inside another
+            transformation, while ``jax_debug_nans`` / ``jax_debug_infs`` is on, for
+            a program that calls back into Python, when the new value has another
+            shape, dtype or layout, or when the written values are below
+            ``state_core.engine.set_donation_min_bytes``. Not seen by the check: a
+            second array object JAX made to share the buffer
+            (``jax.device_put(state.value, device)`` onto the device it already lies
+            on, ``state.value.addressable_data(i)``); it is deleted with the old
+            value, so copy it (``jnp.copy``) or pass ``False``. ``False`` never
+            donates (``state_core.donation(False)`` / ``set_donation(False)`` do so
+            for a block or the process).
 
     Example:
         >>> import jax.numpy as jnp
@@ -203,6 +218,8 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
         self.fun = fun
         self.static_argnums = normalize_argnums(static_argnums, "static_argnums")
         self.static_argnames = normalize_argnames(static_argnames)
+        # A static parameter is static however it is passed, as in jax.jit.
+        self._static_name_positions = positions_of_names(fun, self.static_argnames)
         self._no_statics = not (self.static_argnums or self.static_argnames)
         self.name = name if name else getattr(fun, "__name__", type(fun).__name__)
         self._record = FunctionRecord(DEFAULT_CACHE_SIZE if cache_size is None else cache_size)

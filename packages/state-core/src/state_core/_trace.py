@@ -20,6 +20,7 @@ __all__ = [
     "NewStateCatcher",
     "active_trace_stacks",
     "private_state_values",
+    "forget_created_states",
 ]
 
 
@@ -74,6 +75,48 @@ def active_trace_stacks() -> int:
         1
     """
     return len(CTX.stacks)
+
+
+def forget_created_states(states: Iterable[State[Any]], where: str | None = None) -> None:
+    """For engines: ``states`` lived and died inside one traced body; the enclosing blocks forget them.
+
+    A state created while a traced body ran (a loop step, a branch) and never
+    kept outside it is local to that body: its value is a tracer of the body's
+    trace, which no enclosing program can give back. When the body's block ends,
+    its new states pass to the enclosing block, whose trace would export their
+    values; this takes them back out of every active ``StateTraceStack`` and every
+    ``catch_new_states`` block, so nothing reports or exports them. One that holds
+    a tracer of the body raises ``StateLeakError`` when read later, as any state
+    does whose trace is over.
+
+    Args:
+        states: the local states.
+        where: the body they are local to, as messages name it (for example
+            ``'the body of for_loop'``); the ``StateLeakError`` of a later read
+            says it. None: not named.
+
+    Example:
+        >>> from state_core import State, StateTraceStack, catch_new_states
+        >>> from state_core.engine import forget_created_states
+        >>> with catch_new_states() as caught, StateTraceStack():
+        ...     local = State(0.0)
+        ...     forget_created_states([local])
+        >>> len(caught)
+        0
+    """
+    states = list(states)
+    ids = {id(s) for s in states}
+    if not ids:
+        return
+    if where is not None:
+        for state in states:
+            if state._leaked_at is not None:  # it holds a tracer of the body: reading it later fails
+                state._leaked_at = f"{state._created_at or '<unknown location>'} (local to {where})"
+    for stack in CTX.stacks:
+        if stack._created:
+            stack._created = [s for s in stack._created if id(s) not in ids]
+    for catcher in CTX.catchers:
+        catcher.states = [s for s in catcher.states if id(s) not in ids]
 
 
 class StateTraceStack:
@@ -169,9 +212,13 @@ class StateTraceStack:
 
     # -- recording ------------------------------------------------------------------------
     def _first_access(self, state: State[Any]) -> None:
+        # Read the value before recording the state: a read that raises (a lazy key that
+        # cannot be made here) must leave ``states`` and ``original_values`` in step, or
+        # restoring them afterwards would fail and hide the real error.
+        original = state._value
         self._index[id(state)] = len(self.states)
         self.states.append(state)
-        self.original_values.append(state._value)
+        self.original_values.append(original)
 
     def _on_read(self, state: State[Any]) -> None:
         key = id(state)

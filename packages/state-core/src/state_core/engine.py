@@ -53,6 +53,7 @@ from ._cache import (
     register_cache_owner,
     shared_record,
 )
+from ._call_signature import positions_of_names
 from ._context import GENERATION, user_stacklevel
 from ._donation import (
     donation_allowed,
@@ -108,7 +109,7 @@ from ._signature import (
     values_unchanged,
 )
 from ._stateful_function import named, pure_program
-from ._trace import private_state_values
+from ._trace import forget_created_states, private_state_values
 from ._tracing import abstract_value, shape_structs, trace_function
 
 __all__ = [
@@ -149,6 +150,7 @@ __all__ = [
     "values_unchanged",
     "reference_avals",
     "positional_key",
+    "positions_of_names",
     "trace_context",
     "pushed_context",
     "context_markers",
@@ -176,6 +178,7 @@ __all__ = [
     "StateRules",
     # tracing helpers
     "private_state_values",
+    "forget_created_states",
     "is_eager",
     "is_batched",
     "ArrayImpl",

@@ -225,7 +225,9 @@ class Map(Module, Generic[M]):
             members split evenly over the local devices) or ``'shard'`` (split
             over the devices of ``mesh``, which may span several processes).
         mesh: with ``behavior='shard'``, the ``jax.sharding.Mesh`` to place the
-            members on; default: a 1-D mesh over every device (``jax.devices()``).
+            members on (Explicit or Auto axes: the members stay on this mesh,
+            so they can be used under ``jax.set_mesh(mesh)``); default: a 1-D
+            mesh over every device (``jax.devices()``).
         mesh_axis: with ``behavior='shard'``, the mesh axis (or tuple of axes)
             the member axis is split over; default: all of the mesh's axes. The
             members are replicated over the other axes.

@@ -6,13 +6,18 @@ compiled with ``jax.jit`` and explicit shardings that put ``init_map_size / D``
 members on each of the ``D`` devices of a mesh axis. The partitioner then runs
 each device's members on that device; collectives over the Map's ``axis_name``
 become cross-device reductions.
+
+The member values stay on the mesh the user gave, whatever its axis types, so
+they can be used beside other values under ``jax.set_mesh`` of that mesh. The
+program itself is traced with the mesh's axes in Auto mode: the member axis is
+placed by the shardings, not typed, exactly as on a mesh of Auto axes.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import jax
@@ -21,7 +26,7 @@ from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from state_core import State
-from state_core.engine import Program, Trace, input_placer, place_value
+from state_core.engine import ArrayImpl, Program, Trace, input_placer, place_value
 from state_transform import StatefulMapping
 from state_transform.engine import MappingInfo, build_mapped_program
 
@@ -31,15 +36,20 @@ MEMBER_AXIS = "members"  # the axis name of the meshes Map builds itself
 
 
 class MemberLayout:
-    """Where the members of a Map live: a mesh and the mesh axes the member axis is split over."""
+    """Where the members of a Map live: a mesh and the mesh axes the member axis is split over.
 
-    __slots__ = ("mesh", "axes", "n_shards", "replicated")
+    ``traced_mesh`` is the abstract mesh the member program is traced on: ``mesh``
+    with every axis in Auto mode (see ``_on_member_mesh``).
+    """
+
+    __slots__ = ("mesh", "axes", "n_shards", "replicated", "traced_mesh")
 
     def __init__(self, mesh: Mesh, axes: tuple[str, ...]) -> None:
         self.mesh = mesh
         self.axes = axes
         self.n_shards = math.prod(mesh.shape[a] for a in axes)
         self.replicated = NamedSharding(mesh, P())
+        self.traced_mesh = mesh.abstract_mesh.update_axis_types(dict.fromkeys(mesh.axis_names, AxisType.Auto))
 
     def sharding(self, axis: Any, ndim: int | None = None) -> NamedSharding:
         """The sharding of a value whose member axis is ``axis`` (``None``: replicated)."""
@@ -53,13 +63,6 @@ class MemberLayout:
     def place(self, value: Any, sharding: NamedSharding) -> Any:
         """``value`` (a pytree of arrays) placed with ``sharding``; tracers are left alone."""
         return place_value(value, sharding)
-
-
-def _auto_mesh(mesh: Mesh) -> Mesh:
-    """``mesh`` with every axis in Auto mode: the member axis is placed by shardings, not types."""
-    if all(t == AxisType.Auto for t in mesh.axis_types):
-        return mesh
-    return Mesh(mesh.devices, mesh.axis_names, axis_types=(AxisType.Auto,) * len(mesh.axis_names))
 
 
 def member_layout(behavior: str, size: int, mesh: Any, mesh_axis: Any) -> MemberLayout | None:
@@ -103,7 +106,7 @@ def member_layout(behavior: str, size: int, mesh: Any, mesh_axis: Any) -> Member
                 f"Map: mesh_axis={mesh_axis!r} names no axis of the mesh, whose axes are "
                 f"{tuple(mesh.axis_names)}; give one of them (or a tuple of them)."
             )
-    layout = MemberLayout(_auto_mesh(mesh), axes)
+    layout = MemberLayout(mesh, axes)
     if size % layout.n_shards:
         n = layout.n_shards
         raise ValueError(
@@ -135,6 +138,14 @@ class ShardedMapping(StatefulMapping):
     def _runs_on_several_devices(self, trace: Trace, info: MappingInfo) -> bool:
         return self._layout.mesh.size > 1
 
+    def _trace(self, *args: Any) -> Trace:
+        # The function runs once here and is replayed inside the compiled program, whose
+        # axes are all Auto (``_on_member_mesh``): trace it with that mesh in effect, so
+        # the operations it records belong to the program's mesh, not the caller's.
+        with jax.sharding.use_abstract_mesh(self._layout.traced_mesh):
+            trace: Trace = super()._trace(*args)
+        return trace
+
     def _compile(self, trace: Trace, info: MappingInfo) -> Program:
         base = super()._compile(trace, info)
         program, _ = build_mapped_program(trace, info, jax.vmap, {}, self.out_axes, self._donate_positions)
@@ -160,21 +171,77 @@ class ShardedMapping(StatefulMapping):
             created_shardings.append(layout.sharding(axis, ndim + (axis is not None)))
             first += treedef.num_leaves
         key_shardings = [layout.replicated] * len(info.split_positions)
+        all_out = (out_shardings, written_shardings + created_shardings + key_shardings)
         shardings: dict[str, Any] = {
             "in_shardings": (
                 [state_shardings[i] for i in trace.rw_index],
                 [state_shardings[i] for i in trace.ro_index],
                 *leaf_shardings,
             ),
-            "out_shardings": (out_shardings, written_shardings + created_shardings + key_shardings),
+            "out_shardings": all_out,
         }
+        program = _on_member_mesh(program, layout.mesh, all_out)
         return dataclasses.replace(
             base,
             run=jax.jit(program, **shardings),
             donating=self._donating(jax.jit, program, trace, **shardings),
             eager=None,
-            prepare=input_placer(trace.in_states, state_shardings, layout.place),
+            prepare=_member_placer(trace.in_states, state_shardings, leaf_shardings, layout),
         )
+
+
+def _on_member_mesh(program: Callable[..., Any], mesh: Mesh, out_shardings: Any) -> Callable[..., Any]:
+    """``program`` traced on ``mesh`` with every axis in Auto mode.
+
+    The program is ``vmap2``'s: its member axis is split over the mesh by the
+    jit's shardings. On Explicit axes a value's type would carry that split, and
+    ``jax.vmap`` refuses to map away a dimension its inputs split differently (the
+    per-member random keys are made inside, unsplit), so Explicit axes are switched
+    to Auto inside (``jax.sharding.auto_axes``; no data moves) and the results get
+    their Explicit shardings back on the way out. The members' mesh is also the
+    mesh in effect while tracing, so a call under ``jax.set_mesh`` of another mesh
+    of Auto axes traces the same program.
+    """
+    explicit = tuple(
+        name for name, kind in zip(mesh.axis_names, mesh.axis_types, strict=True) if kind == AxisType.Explicit
+    )
+    abstract = mesh.abstract_mesh
+    if explicit:
+        specs = jax.tree.map(lambda sharding: sharding.spec, out_shardings)
+        program = jax.sharding.auto_axes(program, axes=explicit, out_sharding=specs)
+
+    def on_member_mesh(*args: Any) -> Any:
+        with jax.sharding.use_abstract_mesh(abstract):
+            return program(*args)
+
+    return on_member_mesh
+
+
+def _member_placer(
+    in_states: Sequence[State[Any]],
+    state_shardings: Sequence[NamedSharding],
+    leaf_shardings: Sequence[NamedSharding],
+    layout: MemberLayout,
+) -> Callable[[list[Any], list[Any]], tuple[list[Any], list[Any]]]:
+    """``Program.prepare``: member states and arguments moved to where the program reads them.
+
+    An argument the caller placed elsewhere (an array committed to other devices,
+    or to another sharding, such as one made under ``jax.set_mesh``) is moved to
+    the member layout; ``jax.jit`` would refuse it. Uncommitted arrays and host
+    data are left to ``jax.jit``, which places them on the way in.
+    """
+    place_states = input_placer(in_states, state_shardings, layout.place)
+    moves = [(k, sharding) for k, sharding in enumerate(leaf_shardings)]
+
+    def prepare(values: list[Any], leaves: list[Any]) -> tuple[list[Any], list[Any]]:
+        values, leaves = place_states(values, leaves)
+        for k, sharding in moves:
+            leaf = leaves[k]
+            if type(leaf) is ArrayImpl and leaf.committed and leaf.sharding != sharding:
+                leaves[k] = layout.place(leaf, sharding)
+        return values, leaves
+
+    return prepare
 
 
 def _ndim(state: State[Any]) -> int:

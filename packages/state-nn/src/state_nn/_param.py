@@ -43,6 +43,39 @@ def _stored_value(t: Transform, value: Any, where: str) -> jax.Array:
     return stored
 
 
+def _like_stored(value: Any, stored: Any, where: str) -> jax.Array:
+    """``value`` as an array of ``stored``'s shape and dtype, checked before anything else.
+
+    Python numbers and integer or bool values take the parameter's dtype, as in the
+    constructor; a floating value converts only when nothing is lost (``float16``
+    into ``float32``). Anything else is a ``ValueError`` naming both shapes or dtypes.
+    """
+    x = jnp.asarray(value)
+    shape, dtype = jnp.shape(stored), jnp.result_type(stored)
+    if x.shape != shape:
+        raise ValueError(
+            f"{where}: the new value has shape {x.shape} but the parameter has shape {shape} (dtype "
+            f"{dtype}); give a value of shape {shape} (broadcast it first if needed, e.g. "
+            f"jnp.broadcast_to(value, {shape}))."
+        )
+    if x.dtype == dtype:
+        return x
+    converts = (
+        isinstance(value, (int, float, bool))  # a Python number: no dtype of its own
+        or jax.typeof(x).weak_type
+        or jnp.issubdtype(x.dtype, jnp.integer)
+        or x.dtype == jnp.bool_
+        or jnp.promote_types(x.dtype, dtype) == dtype  # a narrower float; not float64 or complex into float32
+    )
+    if not converts:
+        raise ValueError(
+            f"{where}: the new value has dtype {x.dtype} but the parameter has dtype {dtype} (shape "
+            f"{shape}), and {x.dtype} does not convert to {dtype} without loss; cast it first "
+            f"(value.astype(jnp.{dtype})), or create the parameter from a {x.dtype} value."
+        )
+    return x.astype(dtype)
+
+
 class Param(Module):
     """A parameter whose stored value passes through a transform ``t`` and may carry a regulariser ``reg``.
 
@@ -143,10 +176,12 @@ class Param(Module):
             value: the new value, in the transform's range, with the parameter's shape.
 
         Raises:
-            ValueError: if a concrete ``value`` is outside the transform's range
-                (as in the constructor; a traced value cannot be checked), or its
-                shape differs from the parameter's. The stored value is then
-                unchanged.
+            ValueError: if ``value``'s shape differs from the parameter's, or its
+                dtype does not convert to the parameter's without loss (both are
+                checked first, also for traced values; Python numbers, integers and
+                narrower floats are converted), or a concrete ``value`` is outside
+                the transform's range (as in the constructor; a traced value cannot
+                be checked). The stored value is then unchanged.
 
         Example:
             >>> import jax.numpy as jnp
@@ -159,17 +194,24 @@ class Param(Module):
             Traceback (most recent call last):
             ...
             ValueError: Param.set_value: 1 of 2 element(s) of value (shape (2,)) are outside the range of ...
+            >>> p.set_value(jnp.array([1.0, 2.0, 3.0]))
+            Traceback (most recent call last):
+            ...
+            ValueError: Param.set_value: the new value has shape (3,) but the parameter has shape (2,) ...
         """
         self._assign(value, "set_value")
 
     def _assign(self, value: Any, method: str) -> None:
         label = f"Param {self.name!r}" if self.name else "Param"
-        stored = _stored_value(self.t, value, f"{label}.{method}")
-        old_shape = jnp.shape(self._stored())
-        if jnp.shape(stored) != old_shape:
+        where = f"{label}.{method}"
+        old = self._stored()
+        # Shape and dtype first: a value of the wrong shape is named as such, not by
+        # what the transform's range check happens to find in it.
+        stored = _stored_value(self.t, _like_stored(value, old, where), where)
+        if jnp.shape(stored) != jnp.shape(old):
             raise ValueError(
-                f"{label}.{method}: the new value has shape {jnp.shape(stored)} but the parameter has "
-                f"shape {old_shape}; give a value of shape {old_shape} (broadcast it first if needed)."
+                f"{where}: {self.t!r}.inverse turned a value of shape {jnp.shape(old)} into one of shape "
+                f"{jnp.shape(stored)}; a Transform must work element by element."
             )
         if isinstance(self.val, ParamState):
             self.val.value = stored
@@ -204,8 +246,8 @@ class Param(Module):
         """
         if self.reg is None:
             return
-        shape = jnp.shape(self._stored())
-        self._assign(jnp.broadcast_to(jnp.asarray(self.reg.reset_value()), shape), "reset_to_prior")
+        stored = self._stored()
+        self._assign(jnp.full(jnp.shape(stored), self.reg.reset_value(), jnp.result_type(stored)), "reset_to_prior")
 
     def clip(self, min_val: Any = None, max_val: Any = None) -> None:
         """Clip the value to ``[min_val, max_val]`` in place (``None`` = no bound on that side).

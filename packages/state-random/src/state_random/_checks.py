@@ -108,10 +108,11 @@ def check_size(size: Any, fn: str, name: str = "size") -> tuple[int, ...] | None
     raise TypeError(f"{fn}: `{name}` must be None, an int or a tuple of ints, got {type(size).__name__} {size!r}.")
 
 
-def check_draw_size(shape: tuple[int, ...], dtype: Any, fn: str, source: str = "`size`") -> None:
+def check_draw_size(shape: tuple[int, ...], dtype: Any, fn: str, source: str = "`size`") -> int:
     """Raise ``ValueError`` when an array of ``shape`` and ``dtype`` is more than a draw may hold.
 
     ``source`` names what the shape comes from in the message (``size`` by default).
+    Returns the array's size in bytes.
     """
     count = math.prod(shape)
     nbytes = count * np.dtype(dtype).itemsize
@@ -121,6 +122,7 @@ def check_draw_size(shape: tuple[int, ...], dtype: Any, fn: str, source: str = "
             f"{nbytes} bytes, more than the 2**{MAX_DRAW_BYTES.bit_length() - 1} bytes a draw may hold (JAX "
             "aborts the process near 2**63 bytes). Draw fewer values, or draw in pieces."
         )
+    return nbytes
 
 
 def check_dims(dims: tuple[Any, ...], fn: str) -> tuple[int, ...]:
@@ -339,14 +341,17 @@ def check_int_range(x: Any, name: str, fn: str, dtype: Any) -> None:
 
 
 def check_psd(cov: Any, name: str, fn: str, check_valid: str = "raise", tol: Any = 1e-8) -> None:
-    """NumPy's covariance check of ``multivariate_normal``, on the host matrix (stack) ``cov``.
+    """NumPy's covariance check of ``multivariate_normal``, on the concrete matrix (stack) ``cov``.
 
     As in NumPy, ``cov`` is valid when the matrix rebuilt from its SVD
     (``V^T diag(s) V``) equals it within ``rtol = atol = tol``: that holds exactly
     for symmetric positive semi-definite matrices. An invalid ``cov`` raises
     ``ValueError`` (``check_valid='raise'``) or warns (``'warn'``, a
-    ``RuntimeWarning``); ``'ignore'`` skips the check. Device and traced matrices
-    are not checked.
+    ``RuntimeWarning``); ``'ignore'`` skips the check. Unlike the other value
+    checks, a concrete JAX array is checked too (copied to the host): the draw
+    factors the matrix anyway, so the check costs about what the draw does, and an
+    invalid matrix would otherwise be drawn from without a word. Traced matrices
+    have no value to check.
     """
     if check_valid not in ("warn", "raise", "ignore"):
         raise ValueError(f"{fn}: `check_valid` must be 'warn', 'raise' or 'ignore', got {check_valid!r}.")
@@ -354,8 +359,12 @@ def check_psd(cov: Any, name: str, fn: str, check_valid: str = "raise", tol: Any
         raise TypeError(f"{fn}: `tol` must be a real number, got {type(tol).__name__} {tol!r}.")
     if not tol >= 0:
         raise ValueError(f"{fn}: `tol` must be >= 0, got {tol!r}.")
+    if check_valid == "ignore":
+        return
     arr = concrete(cov)
-    if check_valid == "ignore" or arr is None or arr.size == 0 or arr.ndim < 2:
+    if arr is None and isinstance(cov, jax.Array) and not isinstance(cov, _Tracer) and cov.is_fully_addressable:
+        arr = np.asarray(cov)
+    if arr is None or arr.size == 0 or arr.ndim < 2:
         return
     problem = _covariance_problem(arr.astype(np.float64), float(tol))
     if problem is None:
@@ -371,6 +380,8 @@ def check_psd(cov: Any, name: str, fn: str, check_valid: str = "raise", tol: Any
 
 def _covariance_problem(a: np.ndarray, tol: float) -> str | None:
     """What NumPy's SVD check finds wrong with ``a`` (``None`` when it passes)."""
+    if np.isnan(a).any():
+        return "a finite, symmetric positive semi-definite matrix; it has NaN entries"
     if not np.isfinite(a).all():
         return "a finite, symmetric positive semi-definite matrix; it has infinite entries"
     _, s, vh = np.linalg.svd(a)

@@ -27,6 +27,7 @@ _T = TypeVar("_T")
 
 _ENTROPY = object()  # "seed me with fresh entropy when first needed"
 _LOCK = threading.Lock()
+_NO_MESH = jax.sharding.AbstractMesh((), ())  # the context of a lazy key's seeding: no mesh axes
 _SEED_MIN, _SEED_MAX = -(2**63), 2**63 - 1
 
 # Eager splits are read-modify-write on the key: two threads splitting the same
@@ -35,6 +36,12 @@ _SEED_MIN, _SEED_MAX = -(2**63), 2**63 - 1
 # states share a small pool of locks picked by identity: uncontended acquisition
 # costs ~50 ns against the ~10 us of the split itself.
 _SPLIT_LOCKS = tuple(threading.Lock() for _ in range(64))
+
+# An eager draw whose result holds at least this many bytes is waited for before its
+# stream's key is stored (see ``RandomState._draw``). Results this large are the ones a
+# device may fail to allocate; waiting costs them nothing but the overlap of their
+# computation with the caller's next Python steps.
+_WAIT_BYTES = 2**26
 
 # mypy reads a property through its class as the getter; at run time it is the property.
 _STATE_VALUE: property = State.value  # type: ignore[assignment]
@@ -47,6 +54,11 @@ def _split_eager(key: jax.Array, n: int | None) -> tuple[jax.Array, jax.Array]:
     # same numbers as ``parts = jax.random.split(key, 2)`` -> ``parts[0], parts[1]``.
     parts = jax.random.split(key, 2 if n is None else n + 1)
     return parts[0], (parts[1] if n is None else parts[1:])
+
+
+def _wait_for(out: Any) -> None:
+    """Wait for the concrete arrays of a draw's result (a traced result has nothing to wait for)."""
+    jax.block_until_ready([x for x in jax.tree.leaves(out) if not isinstance(x, jax.core.Tracer)])
 
 
 def split_lanes(key: Any, num_lanes: int) -> tuple[jax.Array, jax.Array]:
@@ -234,8 +246,11 @@ class RandomState(UniformNormalSamplers, ContinuousSamplers, SpecialSamplers, Di
         d = self.__dict__
         with _LOCK:
             if "_value" not in d:
-                # Concrete even when first touched inside a trace (never a tracer).
-                with jax.ensure_compile_time_eval():
+                # Concrete even when first touched inside a trace (never a tracer), and
+                # computed outside any mesh context: inside a shard_map traced under
+                # ``jax.set_mesh`` the context's axes are manual, where JAX cannot run
+                # the seeding eagerly.
+                with jax.ensure_compile_time_eval(), jax.sharding.use_abstract_mesh(_NO_MESH):
                     d["_value"] = key_from_seed(d["_pending"])
             d.pop("_pending", None)
             return d["_value"]
@@ -401,13 +416,16 @@ class RandomState(UniformNormalSamplers, ContinuousSamplers, SpecialSamplers, Di
             >>> rng.split_key(3).shape
             (3,)
         """
+        nbytes = 0
         if n is not None:
             n = check_count(n, "n", "split_key", minimum=1)
-            check_draw_size((n + 1, 2), np.uint32, "split_key", "`n`")
+            nbytes = check_draw_size((n + 1, 2), np.uint32, "split_key", "`n`")
         if backup and getattr(self, "_backup", None) is not None:
             self.backup_key()  # raises: a backup is pending
         with _SPLIT_LOCKS[(id(self) >> 4) & 63]:
             key, keep, out = self._next_keys(n)
+            if nbytes >= _WAIT_BYTES:
+                _wait_for(out)  # as in _draw: a split that cannot be allocated fails here
             if backup:
                 self._backup = key
             _set_state_value(self, keep)
@@ -466,7 +484,7 @@ class RandomState(UniformNormalSamplers, ContinuousSamplers, SpecialSamplers, Di
             ()
         """
         n = check_count(n, "n", "self_assign_multi_keys", minimum=1)
-        check_draw_size((n, 2), np.uint32, "self_assign_multi_keys", "`n`")
+        nbytes = check_draw_size((n, 2), np.uint32, "self_assign_multi_keys", "`n`")
         if backup and getattr(self, "_backup", None) is not None:
             self.backup_key()  # raises: a backup is pending
         with _SPLIT_LOCKS[(id(self) >> 4) & 63]:
@@ -476,9 +494,12 @@ class RandomState(UniformNormalSamplers, ContinuousSamplers, SpecialSamplers, Di
                     f"self_assign_multi_keys: {self.describe()} already holds {key.shape[0]} keys; "
                     "restore_key() or set_key() a single key first."
                 )
+            keys = jax.random.split(key, n)
+            if nbytes >= _WAIT_BYTES:
+                _wait_for(keys)  # as in _draw: keys that cannot be allocated fail here
             if backup:
                 self._backup = key
-            _set_state_value(self, jax.random.split(key, n))
+            _set_state_value(self, keys)
 
     def clone(self) -> RandomState:
         """An independent RandomState that starts from the same key.
@@ -542,7 +563,7 @@ class RandomState(UniformNormalSamplers, ContinuousSamplers, SpecialSamplers, Di
 
     def _draw(self, key: Any, fn: str, shape: tuple[int, ...], dtype: Any, sample: Callable[[jax.Array], _T], /) -> _T:
         # Every sampler calls this last, after validating its arguments.
-        check_draw_size(shape, dtype, fn)
+        nbytes = check_draw_size(shape, dtype, fn)
         if key is not None:
             return sample(
                 jax.random.key(check_seed(key, fn)) if _is_int(key) else as_key(key, fn, "key", allow_batch=False)
@@ -550,6 +571,12 @@ class RandomState(UniformNormalSamplers, ContinuousSamplers, SpecialSamplers, Di
         with _SPLIT_LOCKS[(id(self) >> 4) & 63]:
             _, keep, use = self._next_keys(None)
             out = sample(use)
+            if nbytes >= _WAIT_BYTES:
+                # JAX dispatches eager work asynchronously: a result that cannot be
+                # allocated (out of memory) raises only when it is used, after the key
+                # would have moved. Waiting for large results, the ones that may fail,
+                # raises here instead; small ones are not waited for (no cost).
+                _wait_for(out)
             # Stored only once the draw is done: a draw that raises (out of memory,
             # an error while tracing) leaves the key where it was.
             _set_state_value(self, keep)

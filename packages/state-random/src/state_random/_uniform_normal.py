@@ -351,13 +351,23 @@ class UniformNormalSamplers:
         NaNs (the matrix is singular or not positive semi-definite) that matrix is
         factored by SVD instead, as NumPy always does, so the samples are never NaN.
 
-        A host ``cov`` is checked as NumPy checks it: it must be symmetric positive
-        semi-definite within ``tol`` (``V^T diag(s) V`` rebuilt from its SVD equals it
-        within ``rtol = atol = tol``). ``check_valid`` says what an invalid ``cov``
-        does: ``'raise'`` (the default here, like every other invalid argument of
-        this package; NumPy's default is ``'warn'``) raises ``ValueError``,
-        ``'warn'`` issues a ``RuntimeWarning`` and draws, ``'ignore'`` draws.
-        Device and traced matrices are not checked.
+        A concrete ``cov`` (a list, a NumPy array, or a JAX array outside a trace) is
+        checked before the key is split, as NumPy's ``check_valid`` checks it: it must
+        be symmetric positive semi-definite within ``tol`` (the matrix rebuilt from its
+        SVD, ``V^T diag(s) V``, equals it within ``rtol = atol = tol``, default
+        ``1e-8``), with no NaN or infinite entry. ``check_valid`` says what an invalid
+        ``cov`` does: ``'raise'`` (the default here, like every other invalid argument
+        of this package; NumPy's default is ``'warn'``) raises ``ValueError`` and
+        leaves the stream where it was, ``'warn'`` issues a ``RuntimeWarning`` and
+        draws, ``'ignore'`` draws without checking (and without copying a device
+        ``cov`` to the host to check it).
+
+        Under ``jit`` (or any transform) a ``cov`` that is an argument or a State is
+        traced and cannot be checked: an invalid matrix is then drawn from as with
+        ``check_valid='ignore'`` (finite samples from its SVD factor, which are not
+        samples of any normal with that covariance), and one with NaN or infinite
+        entries gives NaN samples. Check such a matrix eagerly first if it may be
+        invalid.
 
         Args:
             mean: the mean vector(s), shape ``(..., n)``.
@@ -365,7 +375,7 @@ class UniformNormalSamplers:
             size: the batch shape of the samples (the vector dimension is appended); None: the broadcast batch shape of
                 ``mean`` and ``cov``.
             method: how ``cov`` is factorised: ``'cholesky'``, ``'eigh'`` or ``'svd'``.
-            check_valid: what a host ``cov`` that is not a symmetric positive semi-definite matrix
+            check_valid: what a concrete ``cov`` that is not a symmetric positive semi-definite matrix
                 does: ``'raise'`` (a ``ValueError``, the default), ``'warn'`` (a ``RuntimeWarning``, then
                 draw from its SVD as NumPy does) or ``'ignore'`` (draw without checking).
             tol: the tolerance of that check (NumPy's ``tol``: the matrix rebuilt from its SVD must equal
@@ -379,6 +389,10 @@ class UniformNormalSamplers:
             >>> from state_random import RandomState
             >>> RandomState(0).multivariate_normal(jnp.zeros(2), jnp.eye(2), size=5).shape
             (5, 2)
+            >>> RandomState(0).multivariate_normal([0.0, 0.0], jnp.array([[1.0, 2.0], [2.0, 1.0]]))
+            Traceback (most recent call last):
+            ...
+            ValueError: multivariate_normal: `cov` must be positive semi-definite; its smallest eigenvalue is -1 ...
             >>> x = RandomState(0).multivariate_normal([0.0, 0.0], [[1.0, 2.0], [2.0, 1.0]], check_valid="ignore")
             >>> bool(jnp.isfinite(x).all())
             True

@@ -17,13 +17,15 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from state_core import State, StatefulFunction
+from state_core import State, StatefulFunction, catch_new_states
 from state_core.engine import (
     Trace,
     callable_identity,
     canonical_signature,
+    forget_created_states,
     frozen,
     graph_roots,
+    graph_states,
     mesh_type,
 )
 
@@ -114,7 +116,8 @@ class ControlFlow(StatefulFunction):
             kwargs: its keyword arguments (None: none).
 
         Raises:
-            ValueError: the body creates a State (see ``trace_body``).
+            ValueError: the body creates a State and keeps it where code outside
+                the body reaches it (see ``trace_body``).
 
         Example:
             >>> from state_core import State
@@ -136,6 +139,14 @@ def trace_body(fun: Callable[..., Any], name: str, args: Any, kwargs: dict[str, 
     (a loop of another length or a branch used elsewhere reuses the trace), with
     its own object-graph check.
 
+    A State the body creates and uses only there (a scratch variable, a small
+    module built inside it) is local to the body: its reads and writes are
+    ordinary traced values of the body, it is not carried, and no enclosing
+    trace or ``catch_new_states`` block sees it. One that the body keeps where
+    code outside reaches it (on an object or in a list the body reaches, in a
+    variable of an enclosing function, in a global) is refused: the loop or
+    branch has no value to give it afterwards.
+
     Args:
         fun: the body function.
         name: how messages name it (``"scan: f"``).
@@ -145,8 +156,8 @@ def trace_body(fun: Callable[..., Any], name: str, args: Any, kwargs: dict[str, 
         who: the loop or branch function, named in the error.
 
     Raises:
-        ValueError: the body creates a State (it would be created anew at every
-            iteration or branch, which a compiled loop cannot do).
+        ValueError: the body creates a State and keeps it where code outside the
+            body reaches it (the message names the state and where it is kept).
 
     Example:
         >>> import jax
@@ -154,20 +165,52 @@ def trace_body(fun: Callable[..., Any], name: str, args: Any, kwargs: dict[str, 
         >>> from state_transform.engine import trace_body
         >>> s = State(0.0, name='s')
         >>> def body(x):
-        ...     s.value = s.value + x
+        ...     scratch = State(x * 2, name='scratch')   # local to the body
+        ...     s.value = s.value + scratch.value
         >>> trace = trace_body(body, 'loop: body', (jax.ShapeDtypeStruct((), 'float32'),), {}, 'loop')
         >>> [t.name for t in trace.in_states], [t.name for t in trace.out_states]
         (['s'], ['s'])
     """
-    trace = StatefulFunction(fun, name=name).trace(*args, **kwargs)
-    if trace.created_states:
-        names = ", ".join(s.describe() for s in trace.created_states)
-        raise ValueError(
-            f"{name} creates {names}. A state made inside a compiled loop or branch would be "
-            f"made anew every time the body runs; create it before the {who} (for example in "
-            "init_state / init_all_states) and only write it inside."
-        )
+    with catch_new_states() as caught:
+        trace = StatefulFunction(fun, name=name).trace(*args, **kwargs)
+    # The states this trace made, and those a cached trace made before (a body that
+    # keeps one on an object that held another State there is not traced again).
+    born = {id(s): s for s in [*caught, *trace.created_states]}
+    if born:
+        kept = _kept_states(fun, born)
+        for state in trace.created_states:
+            if id(state) in kept:
+                _raise_kept(state, kept[id(state)], name, who)
+        # A kept state holding a value known at trace time keeps it after the call, as
+        # before; every other new state is local to the body.
+        forget_created_states([s for k, s in born.items() if k not in kept], f"the body of {who}")
     return trace
+
+
+def _kept_states(fun: Callable[..., Any], born: dict[int, State[Any]]) -> dict[int, tuple[Any, tuple[Any, ...]]]:
+    """``id(state) -> (root, path)`` for the states of ``born`` reachable from the objects ``fun`` reaches."""
+    kept: dict[int, tuple[Any, tuple[Any, ...]]] = {}
+    for root in graph_roots(fun):
+        for path, state in graph_states(root).items():
+            if id(state) in born and id(state) not in kept:
+                kept[id(state)] = (root, path)
+    return kept
+
+
+def _raise_kept(state: State[Any], where: tuple[Any, tuple[Any, ...]], name: str, who: str) -> None:
+    """Refuse a state the body creates, gives a traced value and keeps where code outside reaches it."""
+    root, path = where
+    if path:
+        place = f"at path {'.'.join(map(str, path))!r} of the {type(root).__name__} the body reaches"
+    else:
+        place = "in a variable outside the body"
+    raise ValueError(
+        f"{name} creates {state.describe()} and keeps it {place}. A State created inside the "
+        f"body of {who} is local to the body: it is made anew every time the body runs and has "
+        f"no value after the {who}. Create it before the {who} (for example in init_state / "
+        "init_all_states) and only read or write it inside, or pass its value out through the "
+        "carry or the body's return value."
+    )
 
 
 def slice_spec(x: Any) -> jax.ShapeDtypeStruct:

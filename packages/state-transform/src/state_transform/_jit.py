@@ -19,12 +19,14 @@ from state_core.engine import (
     frozen,
     input_placer,
     named,
+    positions_of_names,
     pure_program,
     read_state_values,
     state_label,
     state_sharding,
 )
 
+from ._meshes import annotation_mesh_guard
 from ._typing import P, Q, R, S, T
 
 __all__ = ["jit", "JittedFunction"]
@@ -39,16 +41,33 @@ def _as_tuple(argnums: int | Iterable[int] | None) -> tuple[int, ...]:
     return (argnums,) if isinstance(argnums, int) else tuple(argnums)
 
 
+def _checked(
+    check: Callable[[], None] | None, prepare: Callable[[list[Any], list[Any]], tuple[list[Any], list[Any]]]
+) -> Callable[[list[Any], list[Any]], tuple[list[Any], list[Any]]]:
+    """``prepare`` preceded by ``check`` (a ``Program.prepare`` runs before the program: a refusal changes nothing)."""
+    if check is None:
+        return prepare
+
+    def checked(values: list[Any], leaves: list[Any]) -> tuple[list[Any], list[Any]]:
+        check()
+        return prepare(values, leaves)
+
+    return checked
+
+
 class JitInfo(NamedTuple):
     """The shardings a jitted signature gives its annotated states (its strategy's record).
 
     Attributes:
         in_shardings: per input state, its ``NamedSharding`` or None.
         out_shardings: per written or created state, its ``NamedSharding`` or None.
+        mesh_check: run before every call: refuses a call under ``jax.set_mesh`` of a
+            mesh the annotated states cannot be used with (None: nothing annotated).
     """
 
     in_shardings: tuple[Any, ...]
     out_shardings: tuple[Any, ...]
+    mesh_check: Callable[[], None] | None = None
 
     @property
     def annotated(self) -> bool:
@@ -66,21 +85,22 @@ class JittedFunction(StatefulFunction, Generic[P, R]):
     ``jax.jit``. The states the function writes are updated in place
     (``donate_states=True``, the default): when nothing but a State refers to its
     old value, that buffer is donated to the program; an array the user still
-    holds is never donated, and states the function only reads never are.
-    ``donate_states=False`` always allocates new buffers.
+    holds (or a typed key whose key data the user holds) is never donated, and
+    states the function only reads never are. ``donate_states=False`` always
+    allocates new buffers.
 
     Args:
         fun: the function to compile; it may read and write ``State.value`` but
             must not take or return States.
         static_argnums: positions of arguments that are compile-time constants
             (hashable; a new value traces again), as in ``jax.jit``.
-        static_argnames: names of keyword arguments that are compile-time constants.
+        static_argnames: names of parameters that are compile-time constants,
+            whether passed by keyword or by position (as in ``jax.jit``).
         donate_argnums: positions of the user's arguments whose buffers the
             program may reuse, as in ``jax.jit`` (the caller must not use those
             arrays afterwards). States are donated by ``donate_states``, never here.
-        donate_states: update written States in place when nothing but the State
-            refers to the old value (the default); ``False`` always allocates new
-            buffers.
+        donate_states: update written States in place (default True): exactly as
+            ``jit``'s ``donate_states``.
         name: a label for reprs and messages (default: ``fun.__name__``).
         in_shardings: as in ``jax.jit``, for the non-static positional arguments
             only: one sharding (or None) per argument, a pytree of shardings
@@ -90,6 +110,9 @@ class JittedFunction(StatefulFunction, Generic[P, R]):
         cache_size: how many call signatures stay compiled (default 64, least
             recently used dropped beyond it); a function with its own cache size
             keeps its programs to itself.
+        donate_argnames: as ``donate_argnums``, by parameter name (added to
+            ``donate_argnums`` at the parameter's position; an argument passed by
+            keyword is not donated).
         **jit_kwargs: any other ``jax.jit`` option (``keep_unused``,
             ``compiler_options`` ...), applied to the program.
 
@@ -126,13 +149,18 @@ class JittedFunction(StatefulFunction, Generic[P, R]):
         in_shardings: Any = _UNSET,
         out_shardings: Any = _UNSET,
         cache_size: int | None = None,
+        donate_argnames: str | Iterable[str] = (),
         **jit_kwargs: Any,
     ) -> None:
         super().__init__(
             fun, static_argnums, static_argnames, name=name, cache_size=cache_size, donate_states=donate_states
         )
         self.origin_fun = fun
-        self.donate_argnums = _as_tuple(donate_argnums)
+        # Donated by name means donated at its position too; passed by keyword, the
+        # argument is not donated (a new buffer: slower, never wrong).
+        numbers = _as_tuple(donate_argnums)
+        named = positions_of_names(fun, (donate_argnames,) if isinstance(donate_argnames, str) else donate_argnames)
+        self.donate_argnums = (*numbers, *(i for i in named if i not in numbers))
         self.in_shardings = in_shardings
         self.out_shardings = out_shardings
         self.jit_kwargs = jit_kwargs
@@ -231,9 +259,18 @@ class JittedFunction(StatefulFunction, Generic[P, R]):
             if sharding is not None:
                 where = f"{state_label(state, paths.get(id(state)))} (the new value {self.name} writes)"
                 check_spec_fits(sharding.spec, sharding.mesh, aval, where)
+        labelled = [
+            (state_label(s, paths.get(id(s))), s.metadata["sharding"], sharding)
+            for s in annotated
+            if (sharding := shardings[id(s)]) is not None
+        ]
+        mesh_check = annotation_mesh_guard(labelled, self.name)
+        if mesh_check is not None:
+            mesh_check()  # before anything is compiled or run
         return JitInfo(
             tuple(shardings.get(id(s)) for s in trace.in_states),
             tuple(shardings.get(id(s)) for s in trace.write_states),
+            mesh_check,
         )
 
     def _compile(self, trace: Trace, info: JitInfo) -> Program:
@@ -252,14 +289,27 @@ class JittedFunction(StatefulFunction, Generic[P, R]):
         if annotated or self.out_shardings is not _UNSET:
             user_out = None if self.out_shardings is _UNSET else self.out_shardings
             kwargs["out_shardings"] = (user_out, list(info.out_shardings))
-        prepare = input_placer(trace.in_states, info.in_shardings) if annotated else None
+        prepare = _checked(info.mesh_check, input_placer(trace.in_states, info.in_shardings)) if annotated else None
         pure = named(pure_program(trace), self.name)
         run = jax.jit(pure, donate_argnums=tuple(donate), **kwargs)
         # The written states' values (argument 0) are donated too when nothing else holds them.
         donating = self._donating(jax.jit, pure, trace, **kwargs)
         if donating is not None and donate:
             donating = jax.jit(pure, donate_argnums=(0, *donate), **kwargs)
-        return Program(run=run, write_back=trace.write_states, donating=donating, prepare=prepare)
+        return Program(
+            run=run, write_back=trace.write_states, donating=donating, prepare=prepare, placed_by=self._placed_by()
+        )
+
+    def _placed_by(self) -> tuple[tuple[str, Any], ...]:
+        """Where the user's ``in_shardings`` / ``out_shardings`` place the program (a device error names them)."""
+
+        def found(what: str, given: Any) -> list[tuple[str, Any]]:
+            if given is _UNSET:
+                return []
+            leaves = jax.tree.leaves(given, is_leaf=lambda x: isinstance(x, jax.sharding.Sharding))
+            return [(what, leaf) for leaf in leaves if isinstance(leaf, jax.sharding.Sharding)]
+
+        return (*found("its in_shardings", self.in_shardings), *found("its out_shardings", self.out_shardings))
 
     def _runs_on_several_devices(self, trace: Trace, info: JitInfo) -> bool:
         # A state that lives on a mesh, or is annotated with one, makes the program span its devices.
@@ -419,11 +469,27 @@ def jit(
         donate_argnums: positions of the user's arguments whose buffers the
             program may reuse, as in ``jax.jit``; the caller must not use those
             arrays afterwards.
-        donate_states: update the states ``fun`` writes in place when nothing but
-            the State refers to the old value (the default); ``False`` always
-            allocates new buffers.
-        **jit_kwargs: ``name=`` (a label for messages), ``cache_size=`` (how many
-            call signatures stay compiled, default 64), ``in_shardings`` /
+        donate_states: update the states ``fun`` writes in place (default True).
+            At each call, the old value of a written state is donated to the
+            program (its buffer is reused for the new value) only when nothing but
+            the State refers to it: no variable or container of yours, no other
+            State, no argument or read-only state of the same call, no value an
+            earlier call returned and, for a typed PRNG key, not its key data
+            (``jax.random.key_data``). Otherwise a new buffer is allocated and the
+            old value stays readable. Nothing is donated inside another
+            transformation, while ``jax_debug_nans`` / ``jax_debug_infs`` is on, for
+            a program that calls back into Python, when the new value has another
+            shape, dtype or layout, or when the written values hold less than
+            ``state_core.engine.set_donation_min_bytes`` (128 KiB). Not seen by the
+            check: a second array object JAX made to share the buffer
+            (``jax.device_put(state.value, device)`` onto the device it already lies
+            on, ``state.value.addressable_data(i)``); it is deleted with the old
+            value, so copy it (``jnp.copy``) or pass ``False``. ``False`` never
+            donates, as plain ``jax.jit`` without ``donate_argnums``.
+        **jit_kwargs: ``donate_argnames=`` (as ``donate_argnums``, by parameter
+            name; an argument passed by keyword is not donated), ``name=`` (a
+            label for messages), ``cache_size=`` (how many call signatures stay
+            compiled, default 64), ``in_shardings`` /
             ``out_shardings`` (as in ``jax.jit``, for the user's arguments and
             return value) and any other ``jax.jit`` option.
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import jax
 
-from state_core import State, active_trace_stacks
+from state_core import State
 
-__all__ = ["split_before_mapping", "split_inside_lane", "advance_after_failure"]
+__all__ = ["split_before_mapping", "split_inside_lane"]
 
 
 def split_before_mapping(
@@ -86,31 +86,3 @@ def split_inside_lane(
         values[k] = lane_values[index]
         next_values.append(after)
     return values, next_values
-
-
-def advance_after_failure(states: Sequence[State[Any]], values: Sequence[Any], num_lanes: int | None) -> None:
-    """Leave each split state with the value a successful call would have left (random keys advance).
-
-    A mapped call that raises still consumes its random keys, so a retry does
-    not repeat the failed call's draws. Eager only: under an outer trace the
-    outer transformation decides.
-
-    Args:
-        states: the states that split across lanes.
-        values: their values from before the call, in ``states`` order.
-        num_lanes: the size of the mapped axis; ``None`` (not known, the call
-            failed before it was) leaves the states unchanged.
-
-    Example:
-        >>> from state_random import RandomState
-        >>> from state_transform.engine import advance_after_failure
-        >>> rng = RandomState(0)
-        >>> before = rng.value
-        >>> advance_after_failure([rng], [before], num_lanes=2)
-        >>> bool((rng.value != before).any())
-        True
-    """
-    if active_trace_stacks() or num_lanes is None:
-        return
-    for state, value in zip(states, values, strict=True):
-        state.restore_value(state.split_across_lanes(value, num_lanes)[1])

@@ -36,7 +36,6 @@ from ._axes import (
     remove_axis,
 )
 from ._dependence import varying_outputs
-from ._lanes import advance_after_failure
 from ._mapping_program import build_mapped_program
 from ._typing import P, R
 
@@ -68,7 +67,6 @@ class _MappingTrace:
     size_guess: int | None = None
     modes: dict[int, Any] = dataclasses.field(default_factory=dict)
     sizes: list[Any] = dataclasses.field(default_factory=list)
-    split: list[Any] = dataclasses.field(default_factory=list)
     size_used: int | None = None
     leaf_positions: list[Any] = dataclasses.field(default_factory=list)
     leaf_axes: list[Any] = dataclasses.field(default_factory=list)
@@ -301,19 +299,12 @@ class StatefulMapping(StatefulFunction, Generic[P, R]):
         trace: Trace | None = None
         buffers_learned = False
         for _ in range(3):
-            ok = False
-            try:
-                if self.mapping_fn is jax.pmap:
-                    with pushed_context(_PMAP_MARKER):
-                        trace = super()._trace(
-                            ctx, key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs
-                        )
-                else:
+            # A trace that raises leaves every State as it was, random keys included.
+            if self.mapping_fn is jax.pmap:
+                with pushed_context(_PMAP_MARKER):
                     trace = super()._trace(ctx, key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs)
-                ok = True
-            finally:
-                if not ok:
-                    self._advance_after_failed_trace(ctx)
+            else:
+                trace = super()._trace(ctx, key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs)
             size = self._decide_axis_size(ctx.sizes)
             if self.axis_name is not None and ctx.size_used is not None and ctx.size_used != size:
                 # The axis size came from a state discovered mid-trace, and the function
@@ -331,15 +322,6 @@ class StatefulMapping(StatefulFunction, Generic[P, R]):
             ctx.restart(size)
         assert trace is not None
         return trace
-
-    def _advance_after_failed_trace(self, ctx: _MappingTrace) -> None:
-        # Randomness is consumed even by a failed call, so a retry draws new numbers.
-        sizes = list(ctx.sizes)
-        if self.axis_size is not None:
-            sizes.append((self.axis_size, "axis_size"))
-        if len({s for s, _ in sizes}) != 1:
-            return  # no consistent size: the error being raised says why
-        advance_after_failure(ctx.split, [s._value for s in ctx.split], sizes[0][0])
 
     def _axis_env(self, ctx: _MappingTrace) -> list[tuple[Any, int]] | None:
         if self.axis_name is None:
@@ -389,7 +371,6 @@ class StatefulMapping(StatefulFunction, Generic[P, R]):
             # One value for the whole call: give every lane its own part (an explicit
             # None in state_in_axes instead broadcasts the same value to all lanes).
             ctx.modes[id(state)] = _SPLIT
-            ctx.split.append(state)
             return super()._state_input_avals(ctx, state, value)
         if axis is _UNDECLARED or axis is None:
             ctx.modes[id(state)] = None
@@ -408,14 +389,9 @@ class StatefulMapping(StatefulFunction, Generic[P, R]):
     def _analyze(
         self, ctx: _MappingTrace, trace: Trace, dyn_args: tuple[Any, ...], dyn_kwargs: dict[str, Any]
     ) -> MappingInfo:
-        ok = False
-        try:
-            info = self._decide(ctx, trace)
-            ok = True
-        finally:
-            if not ok:  # a call refused after tracing still consumes its randomness
-                self._advance_after_failed_trace(ctx)
-        return info
+        # A call refused here writes nothing back: every State, random keys included,
+        # keeps its value from before the call.
+        return self._decide(ctx, trace)
 
     def _decide(self, ctx: _MappingTrace, trace: Trace) -> MappingInfo:
         """Every state's axis, the axis size and what varies across lanes."""
@@ -629,13 +605,6 @@ class StatefulMapping(StatefulFunction, Generic[P, R]):
         named(program, self.name)
         split_states = tuple(trace.in_states[k] for k in info.split_positions)
         lane_written = tuple(s for s, keep in zip(trace.out_states, info.lane_written_mask, strict=True) if keep)
-        on_failure = None
-        if info.split_positions:
-            positions, size = info.split_positions, info.axis_size
-
-            def on_failure(values: list[Any]) -> None:
-                advance_after_failure(split_states, [values[k] for k in positions], size)
-
         # jax.pmap compiles whatever runs it; a jax.vmap program can run op by op.
         eager = program if not compiled and self.eager_first_call else None
         if compiled:  # jax.pmap donates by itself: a second pmap with the states donated
@@ -657,7 +626,6 @@ class StatefulMapping(StatefulFunction, Generic[P, R]):
             donating=donating,
             write_back=lane_written + trace.created_states + split_states,
             eager=eager,
-            on_failure=on_failure,
         )
 
     # ------------------------------------------------------------------ introspection

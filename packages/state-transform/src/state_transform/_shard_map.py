@@ -26,7 +26,8 @@ from state_core.engine import (
     place_value,
 )
 
-from ._lanes import advance_after_failure, split_inside_lane
+from ._lanes import split_inside_lane
+from ._meshes import check_context_mesh, explicit_axes, explicit_sharding
 from ._typing import P, R
 
 __all__ = ["shard_map", "ShardMapFunction"]
@@ -41,7 +42,6 @@ class _ShardTrace:
 
     paths: dict[int, Any]
     state_specs: dict[int, PartitionSpec | str] = dataclasses.field(default_factory=dict)
-    split: list[State[Any]] = dataclasses.field(default_factory=list)
     leaf_specs: list[PartitionSpec] = dataclasses.field(default_factory=list)
     undeclared: list[State[Any]] = dataclasses.field(default_factory=list)  # replicated: no spec names them
 
@@ -107,7 +107,7 @@ class ShardMapFunction(StatefulFunction, Generic[P, R]):
     Args:
         fun: the function run on every shard (per-shard shapes); it may read and
             write States but must not take or return them.
-        mesh: the ``jax.sharding.Mesh`` of devices.
+        mesh: the ``jax.sharding.Mesh`` of devices (Explicit or Auto axes).
         in_specs: a ``PartitionSpec`` per positional argument (a tuple or list),
             or one spec (None: ``P()``) for all; keyword arguments are replicated.
         out_specs: a ``PartitionSpec`` or pytree of them for the return value.
@@ -259,6 +259,8 @@ class ShardMapFunction(StatefulFunction, Generic[P, R]):
         dyn_args: tuple[Any, ...],
         dyn_kwargs: dict[str, Any],
     ) -> Trace:
+        # Before anything runs: a call refused here changes no state, not even a random key.
+        check_context_mesh(self.mesh, self.name)
         traced: list[Trace] = []
         trace = super()._trace
 
@@ -269,10 +271,10 @@ class ShardMapFunction(StatefulFunction, Generic[P, R]):
             return ()
 
         context = jax.shard_map(inside_shard_map, mesh=self.mesh, in_specs=(), out_specs=(), check_vma=self.check_vma)
-        ok = False
+        # A failure here leaves every State as it was, random keys included: the trace
+        # restores what it touched, and nothing is written back.
         try:
             jax.make_jaxpr(context)()
-            ok = True
         except TypeError as err:
             # A shape clash inside the function is often a state that no spec names and
             # that every shard therefore sees whole: say which ones are replicated.
@@ -286,9 +288,6 @@ class ShardMapFunction(StatefulFunction, Generic[P, R]):
             if message is None:
                 raise
             raise NameError(message) from err
-        finally:
-            if not ok:  # randomness is consumed even by a failed call
-                advance_after_failure(ctx.split, [st._value for st in ctx.split], self.mesh.size)
         return traced[0]
 
     def _abstract_inputs(
@@ -314,7 +313,6 @@ class ShardMapFunction(StatefulFunction, Generic[P, R]):
         spec = self._state_spec(state, self._in_rules, ctx.paths)
         if spec is None and state.splits_across_lanes(value):
             ctx.state_specs[id(state)] = _SPLIT
-            ctx.split.append(state)
             # Each shard gets its own part: a value that varies over every mesh axis.
             every_axis = tuple(self.mesh.axis_names)
             return jax.tree.map(lambda a: self._typed(a, every_axis), super()._state_input_avals(ctx, state, value))
@@ -433,33 +431,30 @@ class ShardMapFunction(StatefulFunction, Generic[P, R]):
             check_vma=self.check_vma,
         )
         state_shardings, leaf_shardings = info.state_shardings, info.leaf_shardings
-        explicit = any(t == jax.sharding.AxisType.Explicit for t in self.mesh.axis_types)
+        # On Explicit mesh axes a value's type carries its sharding, and jax.shard_map
+        # checks that it matches the in_spec instead of moving it: move the inputs to the
+        # layout the specs ask for (a no-op when they are already there). Only the
+        # Explicit axes of a spec are typed; Auto axes are left to the partitioner.
+        explicit = explicit_axes(self.mesh)
+        state_targets = [explicit_sharding(self.mesh, s, explicit) for s in info.in_specs]
+        leaf_targets = [explicit_sharding(self.mesh, s, explicit) for s in info.leaf_specs]
         merge = merger(trace)
 
         def program(rw: list[Any], ro: list[Any], *dyn_leaves: Any) -> tuple[Any, list[Any]]:
             state_values = merge(rw, ro)
             if explicit:
-                # Explicit mesh axes carry shardings in the types: move the inputs to
-                # the layout the specs ask for (a no-op when they are already there).
-                state_values = [jax.reshard(v, s) for v, s in zip(state_values, state_shardings, strict=True)]
-                dyn_leaves = tuple(jax.reshard(x, s) for x, s in zip(dyn_leaves, leaf_shardings, strict=True))
+                state_values = [jax.reshard(v, s) for v, s in zip(state_values, state_targets, strict=True)]
+                dyn_leaves = tuple(jax.reshard(x, s) for x, s in zip(dyn_leaves, leaf_targets, strict=True))
             out, written, next_values = mapped(state_values, *dyn_leaves)
             return out, written + next_values
 
         named(program, self.name)
-        on_failure = None
-        if split_positions:
-
-            def on_failure(values: list[Any]) -> None:
-                advance_after_failure(split_states, [values[k] for k in split_positions], num_shards)
-
         lane_written = tuple(s for s, keep in zip(trace.out_states, mask, strict=True) if keep)
         return Program(
             run=jax.jit(program),
             donating=self._donating(jax.jit, program, trace),
             write_back=lane_written + trace.created_states + split_states,
-            on_failure=on_failure,
-            prepare=_placer(trace.in_states, state_shardings, leaf_shardings),
+            prepare=_placer(trace.in_states, state_shardings, leaf_shardings, self.mesh, self.name),
         )
 
 
@@ -477,18 +472,30 @@ def _placer(
     in_states: tuple[State[Any], ...],
     state_shardings: tuple[NamedSharding, ...],
     leaf_shardings: tuple[NamedSharding, ...],
+    mesh: Mesh,
+    who: str,
 ) -> Callable[[list[Any], list[Any]], tuple[list[Any], list[Any]]]:
-    """``Program.prepare``: put the input values where the program expects them.
+    """``Program.prepare``: check the mesh in effect, then put the input values where the program expects them.
 
-    In one process the state values are kept on the mesh with their specs'
-    shardings (written states come back placed, read-only ones are stored placed),
-    so the program is not compiled again for a new input layout. On a mesh that
-    spans processes every input must be a global array with the mesh's sharding.
+    The check runs on every call, cached ones included: ``jax.set_mesh`` may name
+    another mesh since the program was traced, and a call refused here (before the
+    run) changes no state. In one process the state values are kept on the mesh with
+    their specs' shardings (written states come back placed, read-only ones are
+    stored placed), so the program is not compiled again for a new input layout. On
+    a mesh that spans processes every input must be a global array with the mesh's
+    sharding.
     """
     if jax.process_count() == 1:
-        return input_placer(in_states, state_shardings)
+        place_states = input_placer(in_states, state_shardings)
+
+        def prepare(values: list[Any], leaves: list[Any]) -> tuple[list[Any], list[Any]]:
+            check_context_mesh(mesh, who)
+            return place_states(values, leaves)
+
+        return prepare
 
     def place(values: list[Any], leaves: list[Any]) -> tuple[list[Any], list[Any]]:
+        check_context_mesh(mesh, who)
         values = [place_value(v, s) for v, s in zip(values, state_shardings, strict=True)]
         leaves = [place_value(x, s) for x, s in zip(leaves, leaf_shardings, strict=True)]
         return values, leaves
@@ -512,7 +519,9 @@ def _unknown_axis_message(err: BaseException, who: str, mesh_axes: tuple[Any, ..
         tb = tb.tb_next
     if f"{os.sep}jax{os.sep}" not in tb.tb_frame.f_code.co_filename:
         return None
-    if isinstance(err, AssertionError) and str(err):
+    if isinstance(err, AssertionError) and (str(err) or "axes" not in tb.tb_frame.f_locals):
+        # JAX's checks of an axis name fail with the names in a local ``axes``; other bare
+        # asserts inside JAX (a sharding it cannot handle) are not about axis names.
         return None
     unknown: list[Any] = []
     if isinstance(err, NameError):
@@ -580,7 +589,10 @@ def shard_map(
             ``State`` objects but must not take or return them; it sees
             per-shard shapes.
         mesh: The device mesh, e.g. ``jax.make_mesh((8,), ('x',))`` or
-            ``jax.make_mesh((4, 2), ('data', 'model'))``.
+            ``jax.make_mesh((4, 2), ('data', 'model'))``. Its axes may be
+            Explicit (``jax.make_mesh``'s default), Auto, or both: inputs are
+            moved to their specs either way. Under ``jax.set_mesh`` it must be
+            the mesh set (same axis types too), or the call is a ``ValueError``.
         in_specs: A ``PartitionSpec`` per positional argument (a tuple with one
             entry per argument), or one spec for all. On a mesh ``('x',)`` of 8
             devices, ``x: f32[16, 3]`` with ``P('x')`` is ``f32[2, 3]`` per shard;

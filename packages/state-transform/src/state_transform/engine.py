@@ -37,7 +37,7 @@ Example:
 """
 
 from ._control_flow import Carry, ControlFlow, slice_spec, trace_body
-from ._lanes import advance_after_failure, split_before_mapping, split_inside_lane
+from ._lanes import split_before_mapping, split_inside_lane
 from ._mapping import MappingInfo
 from ._mapping_program import build_mapped_program
 
@@ -50,5 +50,4 @@ __all__ = [
     "build_mapped_program",
     "split_before_mapping",
     "split_inside_lane",
-    "advance_after_failure",
 ]
