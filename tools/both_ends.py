@@ -174,14 +174,21 @@ def _say(message: str) -> None:
     print(f"[both_ends] {message}", file=sys.stderr, flush=True)
 
 
-def run_one(env: str, script: str, args: list[str]) -> int:
-    """``run ENV SCRIPT ARGS``: one script of one pinned environment."""
+def _usable_hatch() -> str | None:
+    """The path of a Hatch recent enough for hatch.toml, or None after saying what is wrong."""
     hatch = shutil.which("hatch")
     problem = check_hatch(hatch)
     if problem:
         _say(f"error: {problem}")
+        return None
+    return hatch
+
+
+def run_one(env: str, script: str, args: list[str]) -> int:
+    """``run ENV SCRIPT ARGS``: one script of one pinned environment."""
+    hatch = _usable_hatch()
+    if hatch is None:
         return 2
-    assert hatch is not None
     version = pinned_python(env, load_hatch_config())
     if version is None:
         _say(f"error: hatch.toml pins no Python for the environment {env!r}")
@@ -195,12 +202,9 @@ def run_one(env: str, script: str, args: list[str]) -> int:
 
 def run_test(args: list[str]) -> int:
     """``hatch run test``: every step of ``TEST_STEPS`` whose Python exists, then a summary."""
-    hatch = shutil.which("hatch")
-    problem = check_hatch(hatch)
-    if problem:
-        _say(f"error: {problem}")
+    hatch = _usable_hatch()
+    if hatch is None:
         return 2
-    assert hatch is not None
     config = load_hatch_config()
     results: list[str] = []
     failed = missing = False
