@@ -20,11 +20,9 @@ from __future__ import annotations
 import ast
 import importlib.util
 import json
-import os
 import pathlib
 import re
 import subprocess
-import sys
 from typing import Any
 
 import jaxlib
@@ -245,18 +243,9 @@ def test_example_differs_from_brainstate_only_in_the_marked_imports(name):
     assert changed == [bs for bs, _ in renames]
 
 
-def _brainstate_python() -> str:
-    configured = os.environ.get("BRAINSTATE_PYTHON")
-    if configured:
-        return configured
-    if importlib.util.find_spec("brainstate") is None:
-        pytest.skip("brainstate is not installed (set BRAINSTATE_PYTHON to a Python that has it)")
-    return sys.executable
-
-
 @pytest.mark.slow
-def test_the_brainstate_originals_print_these_numbers(tmp_path):
-    python = _brainstate_python()
+def test_the_brainstate_originals_print_these_numbers(tmp_path, brainstate_python):
+    python = brainstate_python
     for name in ("hh_population", "train_inline_grad"):
         (tmp_path / f"{name}.py").write_text(_brainstate_original(EXAMPLES / f"{name}.py"))
     calls = {

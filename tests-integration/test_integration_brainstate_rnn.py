@@ -50,12 +50,9 @@ own record, taken from brainstate on that jaxlib, not one per release line.
 from __future__ import annotations
 
 import ast
-import importlib.util
 import json
-import os
 import pathlib
 import subprocess
-import sys
 from typing import Any
 
 import jax
@@ -344,17 +341,8 @@ def test_the_program_reaches_our_packages_only_through_the_renamed_imports():
     ast.parse(original)
 
 
-def _brainstate_python() -> str:
-    configured = os.environ.get("BRAINSTATE_PYTHON")
-    if configured:
-        return configured
-    if importlib.util.find_spec("brainstate") is None:
-        pytest.skip("brainstate is not installed (set BRAINSTATE_PYTHON to a Python that has it)")
-    return sys.executable
-
-
 @pytest.mark.slow
-def test_the_brainstate_original_gives_these_numbers(tmp_path):
+def test_the_brainstate_original_gives_these_numbers(tmp_path, brainstate_python):
     (tmp_path / "integrator_rnn.py").write_text(_brainstate_original())
     driver = (
         f"import jax\njax.config.update('jax_num_cpu_devices', {CPU_DEVICES})\n"
@@ -363,7 +351,7 @@ def test_the_brainstate_original_gives_these_numbers(tmp_path):
         "print('RESULTS', json.dumps({**result, 'jaxlib': jaxlib.__version__, 'cpus': jax.device_count('cpu')}))\n"
     )
     proc = subprocess.run(
-        [_brainstate_python(), "-c", driver], cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False
+        [brainstate_python, "-c", driver], cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.split("RESULTS ", 1)[1])
