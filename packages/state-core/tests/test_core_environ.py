@@ -367,3 +367,31 @@ def test_all_records_what_it_returns():
         environ.all()
     assert reads == {"dt": 0.1, "precision": reads["precision"]}
     assert re.fullmatch("<unset>", repr(reads["precision"]))
+
+
+def test_a_precision_block_ending_in_one_thread_leaves_another_threads_block_alone():
+    a_entered, a_left, b_done = threading.Event(), threading.Event(), threading.Event()
+    seen = {}
+
+    def thread_a():
+        with environ.context(precision=64):
+            a_entered.set()
+            b_done.wait(5)  # A stays open until B has entered its own block
+        a_left.set()
+
+    def thread_b():
+        a_entered.wait(5)
+        with environ.context(precision=64):
+            b_done.set()
+            a_left.wait(5)  # A's block has ended; B's is still open
+            seen["x64"] = jax.config.read("jax_enable_x64")
+            seen["dtype"] = jnp.zeros(1, dtype=float).dtype
+            seen["precision"] = environ.get_precision()
+
+    threads = [threading.Thread(target=thread_a), threading.Thread(target=thread_b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert seen == {"x64": True, "dtype": jnp.float64, "precision": 64}
+    assert jax.config.read("jax_enable_x64") is False  # and neither block touched this thread

@@ -151,6 +151,22 @@ def test_wrong_exit_order_raises():
         first.__exit__(None, None, None)  # not active any more
 
 
+def test_exiting_out_of_order_while_an_error_unwinds_keeps_that_error_and_closes_both():
+    first, second = StateTraceStack(), StateTraceStack()
+    first.__enter__()
+    second.__enter__()
+    error = ValueError("the user's error")
+    # The outer block is exited first while the error propagates: the error is not masked ...
+    assert first.__exit__(ValueError, error, None) is None
+    # ... and the block the error abandoned is closed with it, so the thread's context is clean.
+    assert CTX.stacks == []
+    assert second.__exit__(ValueError, error, None) is None  # its own exit, later, changes nothing
+    assert CTX.stacks == []
+    with StateTraceStack():
+        assert len(CTX.stacks) == 1
+    assert CTX.stacks == []
+
+
 def test_entering_twice_raises():
     trace = StateTraceStack()
     with trace, pytest.raises(RuntimeError, match="cannot be entered twice"):

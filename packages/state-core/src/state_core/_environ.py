@@ -416,7 +416,8 @@ def context(**kwargs: Any) -> Iterator[dict[str, Any]]:
     The previous values come back when the block ends, also when it raises.
     Inside a traced function the values may be tracers, for example the step
     and time of a loop body: ``with environ.context(i=i, t=t): model(x)``.
-    ``precision`` switches ``jax_enable_x64`` for the block and restores it after.
+    ``precision`` switches ``jax_enable_x64`` for the block, in this thread only
+    (``jax.enable_x64``), and restores it after.
 
     Args:
         **kwargs: the settings for the block (``dt=``, ``t=``, ``i=``, ``fit=``,
@@ -448,7 +449,9 @@ def context(**kwargs: Any) -> Iterator[dict[str, Any]]:
         _check_dt(kwargs[DT])
     _run_behaviors(kwargs)
     local = _LOCAL
-    x64_before = jax.config.read("jax_enable_x64") if PRECISION in kwargs else None
+    # JAX's own x64 switch for this thread only: a block ending in one thread must not
+    # switch x64 off under another thread's block that is still open.
+    x64 = jax.enable_x64(_canonical_precision(kwargs[PRECISION]) == 64) if PRECISION in kwargs else None
     level = local.depth
     stacks = local.stacks
     for key, value in kwargs.items():
@@ -458,9 +461,11 @@ def context(**kwargs: Any) -> Iterator[dict[str, Any]]:
         else:
             stack.append((level, value))
     local.depth = level + 1
+    entered = None
     try:
-        if x64_before is not None:
-            _apply_precision(kwargs[PRECISION])
+        if x64 is not None:
+            x64.__enter__()
+            entered = x64
         yield _snapshot(local, record=False)
     finally:
         local.depth = level
@@ -469,8 +474,8 @@ def context(**kwargs: Any) -> Iterator[dict[str, Any]]:
             stack.pop()
             if not stack:
                 del stacks[key]
-        if x64_before is not None:
-            jax.config.update("jax_enable_x64", x64_before)
+        if entered is not None:
+            entered.__exit__(None, None, None)
         behaviors = _GLOBAL.behaviors
         if behaviors:
             for key in kwargs:

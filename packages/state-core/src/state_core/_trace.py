@@ -171,7 +171,16 @@ class StateTraceStack:
     def __exit__(self, *exc: Any) -> None:
         stacks = CTX.stacks
         if not stacks or stacks[-1] is not self:
-            raise RuntimeError("StateTraceStack blocks must be exited in the reverse order of entry.")
+            if exc[0] is None:
+                raise RuntimeError("StateTraceStack blocks must be exited in the reverse order of entry.")
+            # An exception is unwinding blocks out of order: let it through unmasked, and
+            # close the blocks it abandoned above this one so the thread's context stays sound.
+            if self not in stacks:
+                return
+            while stacks[-1] is not self:
+                inner = stacks.pop()
+                inner._active = False
+                inner._release_created_states(len(stacks))
         stacks.pop()
         self._active = False
         self._release_created_states(len(stacks))
