@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._graph import state_label
+from ._jax_internals import debug_flags
 from ._state import State
 
 __all__ = ["refuse_invalid_values"]
@@ -67,8 +68,7 @@ def refuse_invalid_values(who: str, out: Any, states: Sequence[State[Any]], new_
         ...
         FloatingPointError: step: the new value of State 's' holds nan while jax_debug_nans is on; ...
     """
-    config: Any = jax.config  # the flags are attributes on every supported JAX, typed on some
-    nans, infs = bool(config.jax_debug_nans), bool(config.jax_debug_infs)
+    nans, infs = debug_flags()
     if not (nans or infs):
         return
     flag = {"nan": "jax_debug_nans", "inf": "jax_debug_infs"}

@@ -355,6 +355,7 @@ __all__ = [
     "EVAL_TRACE",
     "in_compile_time_eval",
     "debugging_nans_or_infs",
+    "debug_flags",
     "eager_and_not_debugging",
     "is_batched",
     "context_mesh",
@@ -419,6 +420,22 @@ def mesh_type(aval: Any) -> Any:
     if (mesh is None or mesh.empty) and not any(varying):
         return None
     return (sharding, *varying)
+
+
+def debug_flags() -> tuple[bool, bool]:
+    """``(jax_debug_nans, jax_debug_infs)`` as they stand now (set by ``jax.config`` or a context manager).
+
+    Example:
+        >>> import jax
+        >>> from state_core._jax_internals import debug_flags
+        >>> with jax.debug_infs(True):
+        ...     debug_flags()
+        (False, True)
+    """
+    if _debug_nans is None:  # pragma: no cover - incompatible JAX: read the public (slower) way
+        config: Any = jax.config  # type: ignore[unreachable]
+        return bool(config.jax_debug_nans), bool(config.jax_debug_infs)
+    return bool(_debug_nans.value), bool(_debug_infs.value)
 
 
 def debugging_nans_or_infs() -> bool:

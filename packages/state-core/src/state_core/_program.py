@@ -18,7 +18,7 @@ from typing import Any, Generic, TypeVar
 
 from ._graph import GraphSnapshot
 from ._invalid_values import refuse_invalid_values
-from ._jax_internals import debugging_nans_or_infs, is_tracer
+from ._jax_internals import debugging_nans_or_infs, is_tracer, jaxpr_consts, open_jaxpr
 from ._state import State
 
 __all__ = ["Trace", "Program", "CacheEntry", "jaxpr_evaluator"]
@@ -237,7 +237,7 @@ def jaxpr_evaluator(trace: Trace) -> Callable[[Sequence[Any], Sequence[Any]], tu
     """
     import jax
 
-    jaxpr, consts = trace.closed_jaxpr.jaxpr, trace.closed_jaxpr.consts
+    jaxpr, consts = open_jaxpr(trace.closed_jaxpr), jaxpr_consts(trace.closed_jaxpr)
     eval_jaxpr = jax.core.eval_jaxpr
     n_out = trace.n_out_leaves
     out_treedef = trace.out_treedef
