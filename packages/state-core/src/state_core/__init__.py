@@ -19,7 +19,6 @@ Example:
 
 from . import engine, environ, filter, graph, units
 from .__about__ import __version__
-from ._cache import clear_caches
 from ._collection import StateDict, collect_states, states_of_callable
 from ._donation import donation, donation_enabled, set_donation
 from ._errors import BatchAxisError, StateError, StateLeakError
@@ -33,6 +32,7 @@ from ._plain_trace_reads import (
     set_plain_trace_policy,
 )
 from ._pretty import format_value
+from ._registry import clear_caches
 from ._sharding import get_named_sharding, get_partition_spec, shard_states
 from ._state import (
     HiddenState,

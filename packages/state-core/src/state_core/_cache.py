@@ -1,50 +1,29 @@
-"""The one cache of traced programs, shared by every transform object that computes the same thing.
+"""The bounded cache of traced programs of one transformed function (``FunctionRecord``).
 
 Each state-aware function keeps its programs in a bounded ``TraceCache``
-(signature -> ``CacheEntry``). Transform objects are cheap to build, and real
-programs build them inline (``grad(loss, grad_states=params)(x)`` in every step of
-an eager loop); a fresh object must not pay a fresh trace and XLA compile. So the
-cache belongs to *what the transform computes*: ``callable_identity`` names the
-function (a bound method by its object and function, a closure by its code and
-what it captured), the transform adds its options, and every object with the
-same identity finds the same ``FunctionRecord``. ``clear_caches()`` empties all of
-them.
+(signature -> ``CacheEntry``), inside a ``FunctionRecord`` that every transform
+object computing the same thing shares (``_registry.shared_record``).
 """
 
 from __future__ import annotations
 
-import functools
 import itertools
 import threading
-import types
 import weakref
-from collections import OrderedDict
 from collections.abc import Hashable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._program import CacheEntry
 
-__all__ = [
-    "TraceCache",
-    "DEFAULT_CACHE_SIZE",
-    "clear_caches",
-    "register_cache_owner",
-    "FunctionRecord",
-    "shared_record",
-    "callable_identity",
-    "frozen",
-    "Unshareable",
-    "IdentityRef",
-]
+if TYPE_CHECKING:
+    from ._registry import _Slot
+
+__all__ = ["TraceCache", "DEFAULT_CACHE_SIZE", "register_cache_owner", "FunctionRecord", "clear_owner_caches"]
 
 #: How many call signatures one transformed function keeps compiled by default.
 #: Each holds a compiled XLA program (typically tens of kB to a few MB); the
 #: least recently used signature is dropped when a new one would exceed it.
 DEFAULT_CACHE_SIZE = 64
-
-#: How many distinct transformed functions keep their programs between objects
-#: (least recently used dropped beyond it).
-MAX_SHARED_FUNCTIONS = 512
 
 # A process-wide clock for least-recently-used eviction: a hit stamps its entry.
 _CLOCK = itertools.count()
@@ -255,12 +234,13 @@ class FunctionRecord:
         (8, {})
     """
 
-    __slots__ = ("cache", "trace_lock", "learned", "__weakref__")
+    __slots__ = ("cache", "trace_lock", "learned", "slot", "__weakref__")
 
     def __init__(self, maxsize: int = DEFAULT_CACHE_SIZE) -> None:
         self.cache = TraceCache(maxsize)
         self.trace_lock = threading.RLock()
         self.learned: dict[Any, Any] = {}
+        self.slot: _Slot | None = None  # its place in the shared registry, if it has one
 
     def clear_cache(self) -> None:
         """Forget every traced signature and what the strategy learned.
@@ -275,228 +255,6 @@ class FunctionRecord:
         with self.trace_lock:
             self.cache.clear()
             self.learned.clear()
-
-
-_REGISTRY: OrderedDict[Hashable, FunctionRecord] = OrderedDict()
-_REGISTRY_LOCK = threading.Lock()
-
-
-def shared_record(identity: Hashable) -> FunctionRecord:
-    """The ``FunctionRecord`` of the transformed function named by ``identity`` (made on first use).
-
-    The registry keeps the ``MAX_SHARED_FUNCTIONS`` most recently used records;
-    an object that holds a dropped record keeps using it.
-
-    Args:
-        identity: a hashable key naming what the transformed function computes:
-            usually ``StatefulFunction.__engine_identity__()`` (its class,
-            ``callable_identity`` of its function and its options).
-
-    Example:
-        >>> from state_core.engine import shared_record
-        >>> shared_record(('example', 1)) is shared_record(('example', 1))
-        True
-    """
-    record = _REGISTRY.get(identity)  # a plain read: no lock when it is there
-    if record is not None:
-        return record
-    with _REGISTRY_LOCK:
-        record = _REGISTRY.get(identity)
-        if record is None:
-            record = _REGISTRY[identity] = FunctionRecord()
-            register_cache_owner(record)
-            while len(_REGISTRY) > MAX_SHARED_FUNCTIONS:
-                _REGISTRY.popitem(last=False)
-        else:
-            _REGISTRY.move_to_end(identity)
-    return record
-
-
-class Unshareable(Exception):
-    """Raised by ``frozen`` for an option that cannot name a program (the object keeps its own cache).
-
-    Example:
-        >>> import functools
-        >>> from state_core.engine import Unshareable, frozen
-        >>> class Unkeyed:
-        ...     def __engine_identity__(self):
-        ...         return None          # a transformation whose options cannot be keyed
-        ...     def __call__(self, x):
-        ...         return x
-        >>> try:
-        ...     frozen(functools.partial(Unkeyed(), 1))
-        ... except Unshareable:
-        ...     print('no key')
-        no key
-    """
-
-
-class IdentityRef:
-    """A hashable stand-in for an object, equal only to a stand-in of the same object.
-
-    It holds the object, so its ``id`` cannot be reused while the reference lives.
-
-    Args:
-        obj: any object, hashable or not; it is kept alive by the reference.
-
-    Example:
-        >>> from state_core.engine import IdentityRef
-        >>> a, b = [1], [1]
-        >>> IdentityRef(a) == IdentityRef(a), IdentityRef(a) == IdentityRef(b)
-        (True, False)
-    """
-
-    __slots__ = ("obj",)
-
-    def __init__(self, obj: Any) -> None:
-        self.obj = obj
-
-    def __hash__(self) -> int:
-        return id(self.obj)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, IdentityRef) and other.obj is self.obj
-
-    def __repr__(self) -> str:
-        return f"IdentityRef({type(self.obj).__name__} at {id(self.obj):#x})"
-
-
-_VALUE_TYPES = (int, float, complex, bool, str, bytes, type(None), type(Ellipsis))
-_MAX_DEPTH = 4
-
-
-def frozen(x: Any, depth: int = 0) -> Hashable:
-    """A hashable key for an option value, comparing what a program depends on.
-
-    Numbers and strings compare by value; tuples, lists and dicts by their items
-    (dicts in insertion order, which filters depend on); functions by
-    ``callable_identity``; other hashable values by equality; anything else by
-    identity.
-
-    Args:
-        x: the option value (a number, string, tuple, list, dict, function, filter,
-            mesh ...).
-        depth: the nesting level reached so far (callers leave it at 0); past four
-            levels values compare by identity, so deep or cyclic structures end.
-
-    Raises:
-        Unshareable: ``x`` holds a function that no key can name.
-
-    Example:
-        >>> from state_core.engine import frozen
-        >>> frozen({0: 'a', 1: (2, [3])}) == frozen({0: 'a', 1: (2, [3])})
-        True
-    """
-    t = type(x)
-    if t in _VALUE_TYPES:
-        return (t, x)
-    if depth > _MAX_DEPTH:
-        return IdentityRef(x)
-    if t is tuple or t is list:
-        return (t, tuple(frozen(v, depth + 1) for v in x))
-    if t is dict:
-        return (t, tuple((frozen(k, depth + 1), frozen(v, depth + 1)) for k, v in x.items()))
-    if isinstance(x, (types.FunctionType, types.MethodType, functools.partial)):
-        ident = callable_identity(x, depth + 1)
-        if ident is None:
-            raise Unshareable(x)
-        return ident
-    hash_method = getattr(t, "__hash__", None)
-    if hash_method is None or hash_method is object.__hash__:  # unhashable, or hashed by identity anyway
-        return IdentityRef(x)
-    try:
-        hash(x)
-    except TypeError:  # a container of unhashable values: compare by identity
-        return IdentityRef(x)
-    return (t, x)
-
-
-def _captured(x: Any, depth: int) -> Hashable:
-    """A key for a value a function captured: immutable values by value, the rest by identity.
-
-    A captured list or dict may be mutated between two calls (the function sees
-    the change), so unlike ``frozen`` it is compared by identity, not content.
-    """
-    t = type(x)
-    if t in _VALUE_TYPES:
-        return (t, x)
-    if t is tuple and depth <= _MAX_DEPTH:
-        return (t, tuple(_captured(v, depth + 1) for v in x))
-    if isinstance(x, (types.FunctionType, types.MethodType, functools.partial)) and depth <= _MAX_DEPTH:
-        ident = callable_identity(x, depth + 1)
-        if ident is not None:
-            return ident
-    return IdentityRef(x)
-
-
-def callable_identity(fun: Any, depth: int = 0) -> Hashable | None:
-    """A key naming what ``fun`` computes, shared by equal callables built at different times.
-
-    A plain function is named by its code and what its closure, defaults and
-    keyword defaults hold (so a lambda written inline in a loop is the same
-    function every iteration); a bound method by its function and its object; a
-    ``functools.partial`` by its function and arguments; an object that names
-    itself with ``__engine_identity__()`` (state-aware transformations do) by that;
-    any other callable by identity.
-
-    Args:
-        fun: the callable to name.
-        depth: the nesting level reached so far (callers leave it at 0); captured
-            values past four levels compare by identity.
-
-    Returns:
-        A hashable key, or None when no key can be made (``fun`` is, or wraps, a
-        state-aware transformation whose options cannot be keyed); the caller then
-        keeps its programs to itself.
-
-    Example:
-        >>> from state_core.engine import callable_identity
-        >>> make = lambda k: (lambda x: x * k)
-        >>> callable_identity(make(2)) == callable_identity(make(2))
-        True
-        >>> callable_identity(make(2)) == callable_identity(make(3))
-        False
-    """
-    try:
-        own = getattr(fun, "__engine_identity__", None)
-        if own is not None and not isinstance(fun, type):
-            return own()
-        if isinstance(fun, types.MethodType):
-            inner = callable_identity(fun.__func__, depth + 1)
-            return None if inner is None else ("method", inner, IdentityRef(fun.__self__))
-        if isinstance(fun, types.FunctionType):
-            cells = tuple(
-                _captured(c.cell_contents, depth + 1) if _cell_is_set(c) else _UNSET for c in fun.__closure__ or ()
-            )
-            kwdefaults = fun.__kwdefaults__
-            return (
-                "function",
-                fun.__code__,
-                IdentityRef(fun.__globals__),
-                cells,
-                _captured(fun.__defaults__, depth + 1),
-                None if kwdefaults is None else tuple((k, _captured(v, depth + 1)) for k, v in kwdefaults.items()),
-            )
-        if isinstance(fun, functools.partial):
-            inner = callable_identity(fun.func, depth + 1)
-            if inner is None:
-                return None
-            keywords = tuple((k, _captured(v, depth + 1)) for k, v in fun.keywords.items())
-            return ("partial", inner, _captured(fun.args, depth + 1), keywords)
-    except Unshareable:
-        return None
-    return ("object", IdentityRef(fun))
-
-
-_UNSET = ("unset cell",)
-
-
-def _cell_is_set(cell: Any) -> bool:
-    try:
-        _ = cell.cell_contents  # reading it is the test
-    except ValueError:  # a closure variable that is not bound yet
-        return False
-    return True
 
 
 def register_cache_owner(owner: Any) -> None:
@@ -518,23 +276,7 @@ def register_cache_owner(owner: Any) -> None:
     _OWNERS.add(owner)
 
 
-def clear_caches() -> None:
-    """Forget every traced and compiled program of every state-aware function in this process.
-
-    The functions stay usable: their next call traces again. Use it to release
-    memory, or after changing something a cached program baked in.
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> from state_core import State, StatefulFunction, clear_caches
-        >>> s = State(jnp.zeros(()))
-        >>> f = StatefulFunction(lambda: s.value + 1)
-        >>> _ = f()
-        >>> clear_caches()
-        >>> len(f._cache)
-        0
-    """
-    with _REGISTRY_LOCK:
-        _REGISTRY.clear()
+def clear_owner_caches() -> None:
+    """Empty the caches of every registered owner (``register_cache_owner``)."""
     for owner in list(_OWNERS):
         owner.clear_cache()

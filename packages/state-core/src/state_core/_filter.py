@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import types
 import typing
+import weakref
 from collections.abc import Callable, Hashable
 from typing import Union
 
 import jax
+
+from ._identity import IdentityRef
 
 _DictKey = jax.tree_util.DictKey
 _GetAttrKey = jax.tree_util.GetAttrKey
@@ -363,19 +366,31 @@ class _Callable(Filter):
 
 
 class _SameState(Filter):
-    """Selects exactly one state object."""
+    """Selects exactly one state object.
+
+    It holds the state weakly: a filter kept in a transformation's options (or in
+    the key of its shared programs) must not keep a dropped model's State alive.
+    """
 
     def __init__(self, state: typing.Any) -> None:
-        self.state = state
+        self._ref = weakref.ref(state)
+
+    @property
+    def state(self) -> typing.Any:
+        """The state it selects (None once that state was collected)."""
+        return self._ref()
 
     def __call__(self, path: Path, state: typing.Any) -> bool:
-        return state is self.state
+        return state is self._ref()
 
     def _key(self) -> tuple[typing.Any, ...]:
-        return (id(self.state),)
+        # A stand-in equal only while the state lives: a new state at the same address
+        # is another filter.
+        return (IdentityRef(self._ref()),)
 
     def __repr__(self) -> str:
-        return f"SameState({self.state.describe()})"
+        state = self._ref()
+        return f"SameState({'<collected>' if state is None else state.describe()})"
 
 
 def to_predicate(filter: FilterLike) -> Filter:

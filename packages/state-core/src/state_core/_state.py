@@ -544,6 +544,7 @@ class State(StateDisplay, HookMethods, Generic[T]):
         new = object.__new__(type(self))
         new.__dict__.update(self.__dict__)
         new.__dict__.pop("_hooks", None)  # a copy is a new state: it starts without hooks
+        new.__dict__.pop("_kept_records", None)  # nor keeps the original's programs alive
         State.__init__(new, value, self._name, self._tags, strict=self.strict, **self.metadata)
         return new
 
@@ -648,6 +649,7 @@ _BOOKKEEPING = frozenset(
         "_born_traced",
         "_source_info",
         "_hooks",  # a copy is a new state: it starts without hooks
+        "_kept_records",  # nor with the shared programs the original keeps alive (_registry)
     }
 )
 

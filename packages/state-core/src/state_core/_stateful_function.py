@@ -20,22 +20,17 @@ from typing import Any
 
 import jax
 
-from ._cache import (
-    DEFAULT_CACHE_SIZE,
-    FunctionRecord,
-    Unshareable,
-    callable_identity,
-    register_cache_owner,
-    shared_record,
-)
+from ._cache import DEFAULT_CACHE_SIZE, FunctionRecord, register_cache_owner
 from ._call_signature import CallSignature, normalize_argnames, normalize_argnums, positions_of_names
 from ._context import CTX, GENERATION
 from ._donation import donation_min_bytes, values_nbytes
 from ._environ_reads import reads_unchanged, record_reads
 from ._graph import graph_roots, graph_states, snapshot_graph
+from ._identity import Unshareable, callable_identity
 from ._introspection import StatefulFunctionIntrospection
 from ._jax_internals import ArrayImpl, api_boundary, open_jaxpr
 from ._program import CacheEntry, Program, Trace, jaxpr_evaluator, merger
+from ._registry import keep_alive_with, shared_record
 from ._replay import (
     STATES_CHANGED,
     may_fail_at_run_time,
@@ -390,6 +385,9 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
         entry.runner = program_runner(entry)
         if trace.cacheable:
             self._cache.put(key, entry)
+            # States the call creates are new at every call: they cannot keep programs for the next.
+            created = {id(s) for s in trace.created_states}
+            keep_alive_with(self._record, [s for s in trace.states if id(s) not in created])
         self._last = entry
         return entry
 

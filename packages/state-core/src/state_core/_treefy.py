@@ -38,6 +38,7 @@ def _shell(state: State[Any]) -> State[Any]:
     shell = object.__new__(type(state))
     shell.__dict__.update(state.__dict__)
     shell.__dict__.pop("_hooks", None)  # the template is not the state its hooks watch
+    shell.__dict__.pop("_kept_records", None)  # nor keeps the state's programs alive
     shell.__dict__["_value"] = shape_structs(state.__dict__["_value"])
     return shell
 

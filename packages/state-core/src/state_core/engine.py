@@ -41,18 +41,7 @@ Example:
     (Array(2., dtype=float32), Array(6., dtype=float32), Array(3., dtype=float32))
 """
 
-from ._cache import (
-    DEFAULT_CACHE_SIZE,
-    FunctionRecord,
-    IdentityRef,
-    TraceCache,
-    Unshareable,
-    callable_identity,
-    clear_caches,
-    frozen,
-    register_cache_owner,
-    shared_record,
-)
+from ._cache import DEFAULT_CACHE_SIZE, FunctionRecord, TraceCache, register_cache_owner
 from ._call_signature import positions_of_names
 from ._context import GENERATION, user_stacklevel
 from ._donation import (
@@ -62,6 +51,7 @@ from ._donation import (
     set_donation_min_bytes,
 )
 from ._graph import GraphSnapshot, graph_children, graph_roots, graph_states, snapshot_graph, state_label, walk_graph
+from ._identity import IdentityRef, Unshareable, callable_identity, frozen
 from ._jax_internals import (
     ArrayImpl,
     api_boundary,
@@ -76,6 +66,7 @@ from ._jax_internals import (
 )
 from ._pretty import format_fields, format_object
 from ._program import CacheEntry, Program, Trace, jaxpr_evaluator, merger
+from ._registry import clear_caches, shared_record
 from ._replay import (
     STATES_CHANGED,
     handout_locks,

@@ -1,0 +1,94 @@
+"""The shared-program registry: what keeps a record alive, and when it is forgotten."""
+
+import gc
+import weakref
+
+import jax.numpy as jnp
+import numpy as np
+from numpy.testing import assert_allclose
+
+import state_core
+from state_core import State, StatefulFunction, _registry
+from state_core._identity import IdentityRef, callable_identity, weak_referents
+
+
+class Box:
+    pass
+
+
+def test_identity_ref_holds_weakly_and_equals_nothing_once_collected():
+    box = Box()
+    ref, again = IdentityRef(box), IdentityRef(box)
+    assert ref == again and hash(ref) == hash(again) and ref.weak
+    del box
+    gc.collect()
+    assert ref.obj is None and ref != again and ref == ref
+    held = IdentityRef([1])  # a list cannot be weakly referenced: held
+    assert not held.weak and held.obj == [1]
+
+
+def test_weak_referents_lists_captured_objects_once():
+    w, box = State(1.0, name="w"), Box()
+    found = list(weak_referents(callable_identity(lambda: (w.value, box, w))))
+    assert sorted(type(x).__name__ for x in found) == ["Box", "State"]  # w once
+
+
+def _record_of_a_function_reading(w):
+    def read():
+        return w.value.sum()
+
+    f = StatefulFunction(read)
+    assert_allclose(np.asarray(f()), 2.0)
+    return read, weakref.ref(f._record)
+
+
+def test_a_record_used_with_states_lives_as_long_as_they_do():
+    w = State(jnp.ones(2))
+    read, record = _record_of_a_function_reading(w)
+    gc.collect()
+    assert record() is not None  # w keeps it for the next object ...
+    f = StatefulFunction(read)
+    f._adopt_shared_record()
+    assert f._record is record()  # ... which finds it
+    del f, read, w
+    gc.collect()
+    assert record() is None
+
+
+def _record_slot_of_a_function_capturing(box):
+    f = StatefulFunction(lambda x: x * box.scale)
+    assert_allclose(np.asarray(f(2.0)), 6.0)
+    return weakref.ref(f._record.slot)
+
+
+def test_a_collected_captured_object_forgets_its_record_at_once():
+    box = Box()
+    box.scale = 3.0
+    before = len(_registry._REGISTRY)
+    slot = _record_slot_of_a_function_capturing(box)
+    assert slot() is not None and len(_registry._REGISTRY) == before + 1
+    del box
+    gc.collect()
+    assert slot() is None and len(_registry._REGISTRY) == before
+
+
+def test_eviction_and_clear_caches_release_the_states_hold_on_records(monkeypatch):
+    monkeypatch.setattr(_registry, "MAX_SHARED_FUNCTIONS", 2)
+    w = State(jnp.ones(2))
+    fns = [StatefulFunction(lambda k=k: w.value * k) for k in range(3)]
+    for f in fns:
+        f()
+    assert len(w._kept_records) == 2  # the first function's record was evicted
+    state_core.clear_caches()
+    assert len(w._kept_records) == 0
+    assert_allclose(np.asarray(fns[0]()), [0.0, 0.0])  # objects keep working
+
+
+def test_copies_of_a_state_do_not_keep_its_records():
+    import copy
+
+    w = State(jnp.ones(2))
+    StatefulFunction(lambda: w.value * 2)()
+    assert w._kept_records
+    assert "_kept_records" not in copy.copy(w).__dict__
+    assert "_kept_records" not in copy.deepcopy(w).__dict__
