@@ -62,10 +62,10 @@ class IdentityRef:
     __slots__ = ("_ref", "_held", "_hash")
 
     def __init__(self, obj: Any) -> None:
-        try:
+        if type(obj).__weakrefoffset__:  # its type allows weak references
             self._ref: Callable[[], Any] | None = weakref.ref(obj)
             self._held = None
-        except TypeError:  # not weakly referenceable: a value the key must keep
+        else:  # a list, dict, int ...: a value the key must keep
             self._ref = None
             self._held = obj
         self._hash = id(obj)
@@ -88,8 +88,12 @@ class IdentityRef:
             return True
         if type(other) is not IdentityRef:
             return False
-        mine = self.obj
-        return mine is not None and mine is other.obj
+        ref = self._ref
+        if ref is None:
+            return other._ref is None and other._held is self._held
+        # Python hands out one plain weak reference per object: the same reference
+        # means the same object, alive unless it returns None.
+        return ref is other._ref and ref() is not None
 
     def __repr__(self) -> str:
         obj = self.obj
