@@ -3,10 +3,13 @@
 This is the lowest layer of the state stack. It holds the ``State`` family,
 filters that select states, collections of states gathered from object graphs,
 and the tracing engine (``StateTraceStack``, ``catch_new_states``,
-``StatefulFunction``) on which every state-aware transformation is built. Every
-layer also reads ``environ``, the simulation environment (``dt``, ``t``, ``i``,
-``fit``, the precision), and ``units`` recognises brainunit quantities without
-importing brainunit.
+``StatefulFunction``) on which every state-aware transformation is built: the
+kernel, which is all ``import state_core`` loads. Beside it, loaded on first use:
+``environ``, the simulation environment (``dt``, ``t``, ``i``, ``fit``, the
+precision; it plugs into the engine through
+``state_core.engine.register_call_context``), ``units``, which recognises
+brainunit quantities without importing brainunit, ``graph``, the brainstate /
+flax-style graph helpers (``treefy_split`` ...), and the hidden-group states.
 
 Example:
     >>> import jax.numpy as jnp
@@ -17,12 +20,13 @@ Example:
     Array(3., dtype=float32)
 """
 
-from . import engine, environ, filter, graph, units
+from typing import TYPE_CHECKING, Any
+
+from . import engine, filter
 from .__about__ import __version__
 from ._collection import StateDict, collect_states, states_of_callable
 from ._donation import donation, donation_enabled, set_donation
 from ._errors import BatchAxisError, StateError, StateLeakError
-from ._hidden_group import HiddenGroupState, HiddenTreeState
 from ._introspection import make_jaxpr
 from ._jax_internals import hide_library_frames
 from ._plain_trace_reads import (
@@ -113,3 +117,33 @@ __all__ = [
 ]
 
 hide_library_frames(__file__)
+
+if TYPE_CHECKING:
+    from . import environ, graph, units
+    from ._hidden_group import HiddenGroupState, HiddenTreeState
+
+# Outside the kernel: imported when first used, so a framework built on the kernel
+# alone never loads the simulation context.
+_ON_FIRST_USE = {
+    "environ": ("state_core.environ", None),
+    "units": ("state_core.units", None),
+    "graph": ("state_core.graph", None),
+    "HiddenGroupState": ("state_core._hidden_group", "HiddenGroupState"),
+    "HiddenTreeState": ("state_core._hidden_group", "HiddenTreeState"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    where = _ON_FIRST_USE.get(name)
+    if where is None:
+        raise AttributeError(f"module 'state_core' has no attribute {name!r}")
+    import importlib
+
+    module = importlib.import_module(where[0])
+    value = module if where[1] is None else getattr(module, where[1])
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -9,6 +9,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from ._call_contexts import register_call_context
 from ._environ import _LOCAL, _lookup
 from ._jax_internals import is_tracer
 
@@ -100,3 +101,7 @@ def _same_leaf(x: Any, y: Any) -> bool:
     if isinstance(x, (bool, int, float, complex, str)) and type(x) is type(y):
         return bool(x == y)
     return False
+
+
+# Every state-aware transformation keys its programs by the settings they read.
+register_call_context(record_reads, reads_unchanged)

@@ -387,9 +387,10 @@ class CacheEntry(Generic[InfoT]):
         ref_avals: the avals of the input state values at the last successful check
             (the identity shortcut of ``values_unchanged``), or None.
         last_used: the least-recently-used stamp.
-        env_reads: the ``state_core.environ`` settings the trace read (their values are
-            constants of the program), or None; the program is reused only while they
-            are unchanged.
+        env_reads: what the trace read of the registered call contexts (such as
+            ``state_core.environ``'s settings; their values are constants of the
+            program), as ``(unchanged, reads)`` pairs, or None; the program is reused
+            only while every ``unchanged(reads)`` holds.
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -427,7 +428,7 @@ class CacheEntry(Generic[InfoT]):
         self.runner: Callable[..., Any] | None = None
         self.ref_avals: list[Any] | None = None
         self.last_used = 0
-        self.env_reads: dict[str, Any] | None = None
+        self.env_reads: list[tuple[Callable[[Any], bool], Any]] | None = None
 
     @property
     def block(self) -> bool:

@@ -28,7 +28,6 @@ from ._state_support import (
     check_state_value_tree,
     strict_state_checks,
 )
-from .units import describe_unit_mismatch
 
 __all__ = [
     "State",
@@ -402,6 +401,9 @@ class State(StateDisplay, HookMethods, Generic[T]):
         new_def = jax.tree.structure(new_value)
         if old_def != new_def:  # type: ignore[operator]  # jaxlib PyTreeDef stub not found
             # A quantity's unit is part of its pytree structure: say which units differ.
+            # (Imported here: only a failing write needs it, and the kernel stays free of units.)
+            from .units import describe_unit_mismatch
+
             unit_problem = describe_unit_mismatch(self._value, new_value)
             if unit_problem is not None:
                 raise ValueError(f"Cannot assign to {self.describe()}: {unit_problem}")

@@ -21,10 +21,10 @@ from typing import Any
 import jax
 
 from ._cache import DEFAULT_CACHE_SIZE, FunctionRecord, register_cache_owner
+from ._call_contexts import call_contexts_unchanged, recording_call_contexts
 from ._call_signature import CallSignature, normalize_argnames, normalize_argnums, positions_of_names
 from ._context import CTX, GENERATION
 from ._donation import donation_min_bytes, values_nbytes
-from ._environ_reads import reads_unchanged, record_reads
 from ._graph import graph_roots, graph_states, snapshot_graph
 from ._identity import Unshareable, callable_identity
 from ._introspection import StatefulFunctionIntrospection
@@ -352,8 +352,8 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
         generation = GENERATION.value
         before = graph_states(*roots) if roots else None
         ctx = self._new_trace_context()
-        # Environment settings read while tracing (dt ...) are constants of the program.
-        with record_reads() as env_reads:
+        # Settings read while tracing (environ's dt ...) are constants of the program.
+        with recording_call_contexts() as env_reads:
             trace = self._trace(ctx, key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs)
         info = self._analyze(ctx, trace, dyn_args, dyn_kwargs)
         program = self._compile(trace, info)
@@ -398,7 +398,7 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
         States it was traced with."""
         if not states_match(values, entry.trace.state_sigs):
             return False
-        if entry.env_reads is not None and not reads_unchanged(entry.env_reads):
+        if entry.env_reads is not None and not call_contexts_unchanged(entry.env_reads):
             return False
         graph = entry.graph
         if graph is None or entry.graph_generation == GENERATION.value:
@@ -487,7 +487,7 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
                 if entry is not cache._hit:
                     cache.touch(entry)
                 if (entry.graph is None or entry.graph_generation == GENERATION.value) and (
-                    entry.env_reads is None or reads_unchanged(entry.env_reads)
+                    entry.env_reads is None or call_contexts_unchanged(entry.env_reads)
                 ):
                     out = entry.runner(leaves, self.name)  # type: ignore[misc]  # set before caching
                     if out is not STATES_CHANGED:

@@ -42,6 +42,7 @@ Example:
 """
 
 from ._cache import DEFAULT_CACHE_SIZE, FunctionRecord, TraceCache, register_cache_owner
+from ._call_contexts import register_call_context
 from ._call_signature import positions_of_names
 from ._context import GENERATION, user_stacklevel
 from ._donation import (
@@ -143,6 +144,7 @@ __all__ = [
     "positional_key",
     "positions_of_names",
     "trace_context",
+    "register_call_context",
     "pushed_context",
     "context_markers",
     "mesh_type",
