@@ -66,14 +66,6 @@ class TraceCache:
 
         Args:
             key: a call signature's cache key (``get_arg_cache_key``).
-
-        Example:
-            >>> from types import SimpleNamespace
-            >>> from state_core.engine import TraceCache
-            >>> cache, entry = TraceCache(), SimpleNamespace()    # stands in for a CacheEntry
-            >>> cache.put('k', entry)
-            >>> cache.get('k') is entry, cache.get('other')
-            (True, None)
         """
         entry = self._entries.get(key)
         if entry is not None and entry is not self._hit:
@@ -90,17 +82,6 @@ class TraceCache:
         Args:
             entry: an entry stored in this cache (``put``); its ``last_used`` stamp
                 is renewed.
-
-        Example:
-            >>> from types import SimpleNamespace
-            >>> from state_core.engine import TraceCache
-            >>> cache = TraceCache(maxsize=2)
-            >>> a, b = SimpleNamespace(), SimpleNamespace()    # stand in for CacheEntry objects
-            >>> cache.put('a', a); cache.put('b', b)
-            >>> cache.touch(a)                                # 'b' is now the least recently used
-            >>> cache.put('c', SimpleNamespace())
-            >>> cache.keys()
-            ['a', 'c']
         """
         entry.last_used = next(_CLOCK)
         self._hit = entry
@@ -111,15 +92,6 @@ class TraceCache:
         Args:
             key: the call signature's cache key; an entry already under it is replaced.
             entry: the ``CacheEntry`` to keep; it becomes the most recently used.
-
-        Example:
-            >>> from types import SimpleNamespace
-            >>> from state_core.engine import TraceCache
-            >>> cache = TraceCache(maxsize=2)
-            >>> for key in 'abc':
-            ...     cache.put(key, SimpleNamespace())    # stands in for a CacheEntry
-            >>> cache.keys()
-            ['b', 'c']
         """
         entry.last_used = next(_CLOCK)
         self._hit = entry
@@ -134,30 +106,12 @@ class TraceCache:
 
         Args:
             key: the cache key whose entry to drop.
-
-        Example:
-            >>> from types import SimpleNamespace
-            >>> from state_core.engine import TraceCache
-            >>> cache = TraceCache()
-            >>> cache.put('k', SimpleNamespace())    # stands in for a CacheEntry
-            >>> cache.pop('k'); cache.pop('never stored')
-            >>> len(cache)
-            0
         """
         self._entries.pop(key, None)
         self._hit = None
 
     def clear(self) -> None:
-        """Forget every entry.
-
-        Example:
-            >>> from types import SimpleNamespace
-            >>> from state_core.engine import TraceCache
-            >>> cache = TraceCache()
-            >>> cache.put('k', SimpleNamespace())    # stands in for a CacheEntry
-            >>> cache.clear(); len(cache)
-            0
-        """
+        """Forget every entry."""
         self._entries.clear()
         self._hit = None
 
@@ -174,42 +128,15 @@ class TraceCache:
         return iter(list(self._entries))
 
     def keys(self) -> list[Hashable]:
-        """The cached keys, in insertion order (a copy: safe to iterate while the cache changes).
-
-        Example:
-            >>> from types import SimpleNamespace
-            >>> from state_core.engine import TraceCache
-            >>> cache = TraceCache()
-            >>> cache.put('a', SimpleNamespace()); cache.put('b', SimpleNamespace())
-            >>> cache.keys()
-            ['a', 'b']
-        """
+        """The cached keys, in insertion order (a copy: safe to iterate while the cache changes)."""
         return list(self._entries)
 
     def values(self) -> list[CacheEntry[Any]]:
-        """The cached entries, in the order of ``keys()`` (a copy).
-
-        Example:
-            >>> from types import SimpleNamespace
-            >>> from state_core.engine import TraceCache
-            >>> cache, entry = TraceCache(), SimpleNamespace()    # stands in for a CacheEntry
-            >>> cache.put('a', entry)
-            >>> cache.values() == [entry]
-            True
-        """
+        """The cached entries, in the order of ``keys()`` (a copy)."""
         return list(self._entries.values())
 
     def items(self) -> list[tuple[Hashable, CacheEntry[Any]]]:
-        """``(key, entry)`` pairs, in the order of ``keys()`` (a copy).
-
-        Example:
-            >>> from types import SimpleNamespace
-            >>> from state_core.engine import TraceCache
-            >>> cache, entry = TraceCache(), SimpleNamespace()    # stands in for a CacheEntry
-            >>> cache.put('a', entry)
-            >>> cache.items() == [('a', entry)]
-            True
-        """
+        """``(key, entry)`` pairs, in the order of ``keys()`` (a copy)."""
         return list(self._entries.items())
 
 
