@@ -14,6 +14,8 @@ import weakref
 from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
+from ._graph import _cell_is_set
+
 __all__ = ["IdentityRef", "Unshareable", "callable_identity", "frozen", "weak_referents"]
 
 
@@ -232,14 +234,6 @@ def callable_identity(fun: Any, depth: int = 0) -> Hashable | None:
 
 
 _UNSET = ("unset cell",)
-
-
-def _cell_is_set(cell: Any) -> bool:
-    try:
-        _ = cell.cell_contents  # reading it is the test
-    except ValueError:  # a closure variable that is not bound yet
-        return False
-    return True
 
 
 def weak_referents(identity: Hashable) -> Iterator[Any]:
