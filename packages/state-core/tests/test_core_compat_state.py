@@ -16,13 +16,13 @@ from state_core import (
     ShortTermState,
     State,
     StateError,
-    StatefulFunction,
     StateLeakError,
     StateTraceStack,
     check_state_value_tree,
     collect_states,
     maybe_state,
 )
+from state_core.compat import StatefulFunction
 from state_core.filter import Any, Not, OfType, PathContains, WithTag, to_predicate
 
 
@@ -266,7 +266,7 @@ def test_collect_states_filters_with_key_path_filters():
     assert list(collect_states(Net(), PathContains("enc"))) == [("enc",)]
 
 
-def test_stateful_function_accepts_brainstate_options():
+def test_stateful_function_accepts_brainstate_options_from_compat():
     s = State(jnp.zeros(2))
 
     def f(x):
@@ -280,3 +280,5 @@ def test_stateful_function_accepts_brainstate_options():
         StatefulFunction(f, ir_optimizations=["fuse"])
     with pytest.raises(TypeError, match="return_only_write must be a bool, got str"):
         StatefulFunction(f, return_only_write="yes")
+    with pytest.raises(TypeError, match="return_only_write"):  # the main class does not take it
+        state_core.StatefulFunction(f, return_only_write=True)

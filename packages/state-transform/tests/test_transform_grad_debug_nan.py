@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from state_core import ParamState, State
-from state_transform import grad, in_new_state_probe, jit, vmap2_new_states
+from state_transform import grad, jit, vmap2_new_states
+from state_transform.compat import in_new_state_probe
 
 
 def _model():

@@ -9,7 +9,8 @@ kernel, which is all ``import state_core`` loads. Beside it, loaded on first use
 precision; it plugs into the engine through
 ``state_core.engine.register_call_context``), ``units``, which recognises
 brainunit quantities without importing brainunit, ``graph``, the brainstate /
-flax-style graph helpers (``treefy_split`` ...), and the hidden-group states.
+flax-style graph helpers (``treefy_split`` ...), the hidden-group states, and
+``compat``, brainstate's spellings of this layer.
 
 Example:
     >>> import jax.numpy as jnp
@@ -70,6 +71,7 @@ __all__ = [
     "engine",
     "environ",
     "units",
+    "compat",
     "State",
     "ShortTermState",
     "LongTermState",
@@ -119,7 +121,7 @@ __all__ = [
 hide_library_frames(__file__)
 
 if TYPE_CHECKING:
-    from . import environ, graph, units
+    from . import compat, environ, graph, units
     from ._hidden_group import HiddenGroupState, HiddenTreeState
 
 # Outside the kernel: imported when first used, so a framework built on the kernel
@@ -128,6 +130,7 @@ _ON_FIRST_USE = {
     "environ": ("state_core.environ", None),
     "units": ("state_core.units", None),
     "graph": ("state_core.graph", None),
+    "compat": ("state_core.compat", None),
     "HiddenGroupState": ("state_core._hidden_group", "HiddenGroupState"),
     "HiddenTreeState": ("state_core._hidden_group", "HiddenTreeState"),
 }

@@ -13,12 +13,11 @@ from typing import Any
 
 import jax
 
+from ._replay import write_state_values
 from ._state import State
 from ._trace import StateTraceStack
 
 __all__ = ["StatefulFunctionIntrospection", "make_jaxpr"]
-
-_IR_PASSES = frozenset({"constant_fold", "cse", "dce", "algebraic_simplification", "copy_propagation"})
 
 
 class StatefulFunctionIntrospection:
@@ -58,30 +57,6 @@ class StatefulFunctionIntrospection:
     get_arg_cache_key: Callable[..., Hashable]
     get_traced_call: Callable[..., Any]
     jaxpr_call: Callable[..., Any]
-
-    # ------------------------------------------------------------------ options
-    def _init_compat_options(self, return_only_write: bool, ir_optimizations: Any) -> None:
-        """Validate and keep brainstate's constructor options (see ``StatefulFunction``).
-
-        ``return_only_write``: the traced program always returns only the written
-        states (brainstate's ``True``); ``False`` is accepted for ported code and
-        changes nothing observable through ``__call__``. ``ir_optimizations``: XLA
-        already runs these passes when it compiles, so any of brainstate's pass
-        names (or ``None``) is accepted and kept for inspection.
-        """
-        if not isinstance(return_only_write, bool):
-            raise TypeError(
-                f"StatefulFunction: return_only_write must be a bool, got {type(return_only_write).__name__}."
-            )
-        if ir_optimizations is not None and not isinstance(ir_optimizations, bool):
-            names = (ir_optimizations,) if isinstance(ir_optimizations, str) else tuple(ir_optimizations)
-            unknown = [n for n in names if n not in _IR_PASSES]
-            if unknown:
-                raise ValueError(
-                    f"StatefulFunction: unknown ir_optimizations {unknown}; use None or any of {sorted(_IR_PASSES)}."
-                )
-        self.return_only_write = return_only_write
-        self.ir_optimizations = ir_optimizations
 
     # ------------------------------------------------------------------ lookups
     def _traced_for(self, args: tuple[Any, ...], kwargs: dict[Any, Any]) -> Any:
@@ -309,7 +284,10 @@ class StatefulFunctionIntrospection:
         """Evaluate the traced jaxpr (uncompiled) with the states' current values, write back.
 
         Like a call, but primitive by primitive instead of through ``jax.jit``: useful
-        to compare against the compiled program. If evaluation fails, no state changes.
+        to compare against the compiled program. The new values are written back as a
+        call writes them (``write_state_values``: all or none, recorded on the trace
+        stacks, tracers of a plain ``jax.jit`` refused). If evaluation fails, no state
+        changes.
 
         Args:
             *args: the positional arguments of the call.
@@ -327,8 +305,7 @@ class StatefulFunctionIntrospection:
         call = self.trace(*args, **kwargs)
         values = [s.value for s in call.in_states]
         new_values, out = self.jaxpr_call(values, *args, **kwargs)
-        for state, value in zip(call.out_states, new_values, strict=True):
-            state.value = value
+        write_state_values(call.out_states, new_values, self.name, every_value=True)
         return out
 
     def debug_call(self, *args: Any, **kwargs: Any) -> Any:

@@ -2,8 +2,9 @@
 
 The user-facing forms differ by transformation — ``{axis: filter}`` for
 ``vmap2`` / ``pmap2`` / ``Map``, ``{State or filter: PartitionSpec}`` for
-``shard_map`` — but they all mean "give each state the value of the first rule
-that selects it". Engines parse both into this one type.
+``shard_map``, ``{axis: {name: State}}`` for brainstate's ``vmap`` — but they all
+mean "give each state the value of the first rule that selects it". One parser
+(``state_transform``'s) reads every form into this one frozen type.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
-from ._filter import Filter, to_predicate
+from ._filter import All, Filter, Not, to_predicate
+from ._filter import Any as AnyOf
 from ._state import State
 
 __all__ = ["StateRules"]
@@ -21,7 +23,7 @@ _NO_MATCH: Any = object()
 
 
 class StateRules(Generic[V]):
-    """Ordered ``(value, filter)`` rules; ``value_for`` gives the value of the first rule matching a state.
+    """Ordered ``(value, filter)`` rules, frozen; ``value_for`` gives the value of the first rule matching a state.
 
     Args:
         rules: ``(value, filter-like)`` pairs in priority order; each filter-like is
@@ -31,52 +33,44 @@ class StateRules(Generic[V]):
     Example:
         >>> from state_core import ParamState, State
         >>> from state_core.engine import StateRules
-        >>> rules = StateRules.from_keyed_values({0: ParamState, None: ...})
+        >>> rules = StateRules([(0, ParamState), (None, ...)])
         >>> w, h = ParamState(1.0), State(0.0)
         >>> rules.value_for((), w), rules.value_for((), h)
         (0, None)
-        >>> StateRules.from_keyed_filters({w: 'spec'}).value_for((), h, 'default')
+        >>> StateRules([('spec', w)]).value_for((), h, 'default')
         'default'
     """
 
     __slots__ = ("rules",)
+    rules: tuple[tuple[V, Filter], ...]
 
     def __init__(self, rules: Iterable[tuple[V, Any]] = ()) -> None:
-        self.rules: tuple[tuple[V, Filter], ...] = tuple((value, to_predicate(f)) for value, f in rules)
+        object.__setattr__(self, "rules", tuple((value, to_predicate(f)) for value, f in rules))
 
-    @classmethod
-    def from_keyed_values(cls, spec: dict[Any, Any]) -> StateRules[Any]:
-        """From ``{value: filter}`` (the ``{axis: filter}`` form of mapping transformations).
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"StateRules is frozen: cannot set {name!r}; build new rules with then().")
 
-        Args:
-            spec: ``{value: filter-like}``; the dict's order is the rules' priority.
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"StateRules is frozen: cannot delete {name!r}.")
 
-        Example:
-            >>> from state_core import ParamState, State
-            >>> from state_core.engine import StateRules
-            >>> rules = StateRules.from_keyed_values({0: ParamState, None: ...})
-            >>> rules.value_for((), ParamState(1.0)), rules.value_for((), State(1.0))
-            (0, None)
-        """
-        return cls((value, f) for value, f in spec.items())
+    def __reduce__(self) -> tuple[Any, ...]:
+        # copy / deepcopy / pickle rebuild through __init__ (a frozen object has no setattr).
+        return (StateRules, (self.rules,))
 
-    @classmethod
-    def from_keyed_filters(cls, spec: dict[Any, Any]) -> StateRules[Any]:
-        """From ``{filter or State: value}`` (the ``{state: spec}`` form of ``shard_map``).
+    def then(self, other: Iterable[tuple[V, Any]]) -> StateRules[V]:
+        """These rules first, then ``other``'s (which only decide the states none of these selects).
 
         Args:
-            spec: ``{filter-like or State: value}``; the dict's order is the rules'
-                priority.
+            other: ``StateRules`` or ``(value, filter-like)`` pairs of lower priority.
 
         Example:
-            >>> from state_core import State
+            >>> from state_core import NonBatchState, ParamState
             >>> from state_core.engine import StateRules
-            >>> w = State(1.0)
-            >>> rules = StateRules.from_keyed_filters({w: 'split', ...: 'replicated'})
-            >>> rules.value_for((), w), rules.value_for((), State(2.0))
-            ('split', 'replicated')
+            >>> rules = StateRules([(None, NonBatchState)]).then([(1, ParamState)])
+            >>> rules.value_for((), NonBatchState(0.0)), rules.value_for((), ParamState(0.0))
+            (None, 1)
         """
-        return cls((value, f) for f, value in spec.items())
+        return StateRules([*self.rules, *other])
 
     def value_for(self, path: tuple[Hashable, ...], state: State[Any], default: Any = None) -> Any:
         """The value of the first rule whose filter matches ``(path, state)``, else ``default``.
@@ -90,7 +84,7 @@ class StateRules(Generic[V]):
         Example:
             >>> from state_core import ParamState, State
             >>> from state_core.engine import StateRules
-            >>> rules = StateRules.from_keyed_values({0: ParamState})
+            >>> rules = StateRules([(0, ParamState)])
             >>> rules.value_for(('w',), ParamState(1.0)), rules.value_for(('h',), State(0.0), -1)
             (0, -1)
         """
@@ -109,24 +103,35 @@ class StateRules(Generic[V]):
         Example:
             >>> from state_core import ParamState, State
             >>> from state_core.engine import StateRules
-            >>> rules = StateRules.from_keyed_values({None: ParamState})
+            >>> rules = StateRules([(None, ParamState)])
             >>> rules.matches((), ParamState(1.0)), rules.matches((), State(1.0))
             (True, False)
         """
         return self.value_for(path, state, _NO_MATCH) is not _NO_MATCH
 
     def as_dict(self) -> dict[Any, Filter]:
-        """``{value: filter}`` (later rules with the same value are dropped), for display.
+        """``{value: filter}`` with the same meaning: read in order, the first filter that matches wins.
+
+        A value given by several rules gets one filter: its first rule's, or'ed with each
+        later rule's minus what the rules before that one (of other values) select.
 
         Example:
-            >>> from state_core import ParamState, State
+            >>> from state_core import LongTermState, ParamState, State
             >>> from state_core.engine import StateRules
-            >>> list(StateRules([(0, ParamState), (1, ...), (0, State)]).as_dict())
-            [0, 1]
+            >>> shown = StateRules([(0, ParamState), (None, LongTermState), (0, ...)]).as_dict()
+            >>> list(shown)
+            [0, None]
+            >>> shown[0]((), State(1.0)), shown[0]((), LongTermState(1.0))
+            (True, False)
         """
         shown: dict[Any, Filter] = {}
-        for value, predicate in self.rules:
-            shown.setdefault(value, predicate)
+        for i, (value, predicate) in enumerate(self.rules):
+            if value not in shown:
+                shown[value] = predicate
+                continue
+            earlier = [f for v, f in self.rules[:i] if v != value]
+            part = All(predicate, Not(AnyOf(*earlier))) if earlier else predicate
+            shown[value] = AnyOf(shown[value], part)
         return shown
 
     def __iter__(self) -> Iterator[tuple[V, Filter]]:

@@ -23,6 +23,7 @@ from ._collection import StateDict
 from ._context import CTX
 from ._graph import state_label
 from ._jax_internals import ArrayImpl, context_mesh, is_tracer
+from ._replay import write_state_values
 from ._state import State
 
 __all__ = ["get_partition_spec", "get_named_sharding", "shard_states"]
@@ -236,7 +237,9 @@ def input_placer(
     """A ``Program.prepare`` that moves input state values to the shardings the program expects.
 
     A value moved eagerly is stored back in its state, so the next call finds it in
-    place (no copy, no new compile for a new input layout).
+    place (no copy, no new compile for a new input layout). This happens before the
+    program runs and stores the same value on another layout; the moved values are
+    stored together, through the one write-back (``write_state_values``), all or none.
 
     Args:
         in_states: the program's input states (``Trace.in_states``).
@@ -265,7 +268,7 @@ def input_placer(
     positions = [(k, sharding) for k, sharding in enumerate(shardings) if sharding is not None]
 
     def prepare(values: list[Any], leaves: list[Any]) -> tuple[list[Any], list[Any]]:
-        eager = not CTX.stacks
+        moved: list[int] = []
         for k, sharding in positions:
             value = values[k]
             if type(value) is ArrayImpl and value.sharding == sharding:
@@ -273,8 +276,9 @@ def input_placer(
             placed = place(value, sharding)
             if placed is not value:
                 values[k] = placed
-                if eager:
-                    in_states[k].restore_value(placed)
+                moved.append(k)
+        if moved and not CTX.stacks:
+            write_state_values([in_states[k] for k in moved], [values[k] for k in moved], "placing input states")
         return values, leaves
 
     return prepare

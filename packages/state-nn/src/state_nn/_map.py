@@ -14,10 +14,10 @@ import jax
 import state_core
 import state_transform
 from state_core import State
-from state_core.engine import user_stacklevel
-from state_core.filter import All, Filter, FilterLike, Not, to_predicate
-from state_core.filter import Any as AnyOf
+from state_core.engine import StateRules, user_stacklevel
+from state_core.filter import Filter, FilterLike
 from state_random import is_random_state
+from state_transform.engine import parse_state_rules
 
 from ._map_shard import MemberLayout, ShardedMapping, member_layout, place_members
 from ._module import Module
@@ -46,36 +46,9 @@ class _MemberStates(Filter):
         return f"MemberStates({len(self.states)} state(s))"
 
 
-def _normalize_user_axes(spec: Any, what: str) -> dict[Any, Filter]:
-    """``None`` -> ``{}``; ``{axis: filter}`` -> ``{axis: Filter}``; a bare filter -> ``{0: filter}``."""
-    if spec is None:
-        return {}
-    if isinstance(spec, dict):
-        out: dict[Any, Filter] = {}
-        for axis, filt in spec.items():
-            if axis is not None and (not isinstance(axis, int) or isinstance(axis, bool)):
-                raise ValueError(f"{what} keys must be ints (the mapped axis) or None (shared), got {axis!r}.")
-            out[axis] = to_predicate(filt)
-        return out
-    return {0: to_predicate(spec)}
-
-
-def _merge_state_axes(groups: dict[Any, list[State[Any]]], user: Any, what: str) -> dict[Any, Filter]:
-    """User entries first (they take priority), then the init groups ``{axis: [states]}``.
-
-    A member state that a user filter matches is left to that filter, so the
-    result does not depend on dict order when an axis appears in both.
-    """
-    merged = dict(_normalize_user_axes(user, what))
-    claimed = AnyOf(*merged.values()) if merged else None
-    for axis, states in groups.items():
-        if not states:
-            continue
-        filt: Filter = _MemberStates(states)
-        if claimed is not None:
-            filt = All(filt, Not(claimed))
-        merged[axis] = AnyOf(merged[axis], filt) if axis in merged else filt
-    return merged
+def _member_rules(groups: dict[Any, list[State[Any]]], user: StateRules[Any]) -> StateRules[Any]:
+    """The user's rules first (they take priority), then the init groups ``{axis: [states]}``."""
+    return user.then((axis, _MemberStates(states)) for axis, states in groups.items() if states)
 
 
 def _freeze(x: Any) -> Hashable:
@@ -128,14 +101,14 @@ def _callable_runner(fn: Callable[..., Any]) -> Callable[..., Any]:
 class _MapCache:
     """Per-Map bookkeeping. It has no ``__dict__``, so state collection skips it."""
 
-    __slots__ = ("groups", "state_axes", "update", "maps", "resets", "traces_seen", "warned")
+    __slots__ = ("groups", "rules", "update", "maps", "resets", "traces_seen", "warned")
 
     def __init__(self) -> None:
         self.traces_seen = -1  # _UPDATE_TRACES.n when the update's writes were last checked
         # Shared states already warned about; weak, so a re-created state is new.
         self.warned: weakref.WeakSet[State[Any]] = weakref.WeakSet()
         self.groups: dict[Any, list[State[Any]]] | None = None
-        self.state_axes: dict[Any, Filter] | None = None
+        self.rules: StateRules[Any] | None = None  # where states are mapped during calls
         self.update: _MapCaller | None = None
         self.maps: collections.OrderedDict[Hashable, _MapCaller] = collections.OrderedDict()
         self.resets: dict[Hashable, Any] = {}
@@ -306,9 +279,9 @@ class Map(Module, Generic[M]):
         if behavior not in _BEHAVIORS:
             raise ValueError(f"Map: behavior must be 'vmap', 'pmap' or 'shard', got {behavior!r}.")
         self._layout: MemberLayout | None = member_layout(behavior, init_map_size, mesh, mesh_axis)
-        # Validate the axes specs now rather than at init time.
-        _normalize_user_axes(init_state_axes, "init_state_axes")
-        _normalize_user_axes(call_state_axes, "call_state_axes")
+        # The axes specs are read (and checked) now rather than at init time.
+        self._init_rules = parse_state_rules(init_state_axes, "init_state_axes", "Map")
+        self._call_rules = parse_state_rules(call_state_axes, "call_state_axes", "Map")
         self.module = module
         self.init_map_size = init_map_size
         self.init_state_axes = init_state_axes
@@ -393,13 +366,13 @@ class Map(Module, Generic[M]):
             kwargs,
             state_tag=self.state_tag,
             axis_size=self.init_map_size,
-            state_out_axes=self.init_state_axes,
+            state_out_axes=self._init_rules,
         )
         if self._layout is not None:
             place_members(groups, self._layout)
         cache = self._cache
         cache.groups = groups
-        cache.state_axes = _merge_state_axes(groups, self.call_state_axes, "call_state_axes")
+        cache.rules = _member_rules(groups, self._call_rules)
         cache.maps.clear()
         cache.resets.clear()
         cache.update = self._build(
@@ -407,7 +380,7 @@ class Map(Module, Generic[M]):
             self.in_axes,
             self.out_axes,
             self.axis_name,
-            cache.state_axes,
+            cache.rules,
             f"Map({type(self.module).__name__}).update",
         )
 
@@ -417,7 +390,7 @@ class Map(Module, Generic[M]):
         in_axes: Any,
         out_axes: Any,
         axis_name: Hashable | None,
-        state_axes: dict[Any, Filter],
+        rules: StateRules[Any],
         name: str,
     ) -> _MapCaller:
         if isinstance(in_axes, list):
@@ -431,8 +404,8 @@ class Map(Module, Generic[M]):
                 out_axes=out_axes,
                 axis_name=axis_name,
                 axis_size=self.init_map_size,
-                state_in_axes=state_axes,
-                state_out_axes=state_axes,
+                state_in_axes=rules,
+                state_out_axes=rules,
                 keyword_axis=None,
             )
         else:
@@ -444,8 +417,8 @@ class Map(Module, Generic[M]):
                 out_axes=out_axes,
                 axis_name=axis_name,
                 axis_size=self.init_map_size,
-                state_in_axes=state_axes,
-                state_out_axes=state_axes,
+                state_in_axes=rules,
+                state_out_axes=rules,
                 mapping_kwargs=None if spmd is None else {"spmd_axis_name": spmd},
                 keyword_axis=None,
             )
@@ -511,14 +484,14 @@ class Map(Module, Generic[M]):
         """
         cache = self._cache
         members = {id(s) for states in (cache.groups or {}).values() for s in states}
-        declared = list(_normalize_user_axes(self.call_state_axes, "call_state_axes").values())
+        declared = self._call_rules
         paths = state_core.collect_states(self.module).paths_by_state()
         shared = []
         for state in mapping.get_write_states():
             if id(state) in members or state in cache.warned or is_random_state(state):
                 continue
             path = paths.get(id(state), ())
-            if any(f(path, state) for f in declared):
+            if declared.matches(path, state):
                 continue
             cache.warned.add(state)
             where = ".".join(map(str, path)) if path else state.describe()
@@ -604,11 +577,14 @@ class Map(Module, Generic[M]):
         if key is not None and key in cache.maps:
             cache.maps.move_to_end(key)
             return cache.maps[key]
-        # _require_init checked the groups; init_all_states sets state_axes with them.
-        axes = (
-            cast("dict[Any, Filter]", cache.state_axes)
+        # _require_init checked the groups; init_all_states sets the rules with them.
+        rules = (
+            cast("StateRules[Any]", cache.rules)
             if state_axes is None
-            else _merge_state_axes(cast("dict[Any, list[State[Any]]]", cache.groups), state_axes, "state_axes")
+            else _member_rules(
+                cast("dict[Any, list[State[Any]]]", cache.groups),
+                parse_state_rules(state_axes, "state_axes", "Map.map"),
+            )
         )
         if isinstance(fn, str):
             runner, label = _method_runner(fn), fn
@@ -619,7 +595,7 @@ class Map(Module, Generic[M]):
             in_axes,
             out_axes,
             axis_name,
-            axes,
+            rules,
             f"Map({type(self.module).__name__}).map({label})",
         )
         if key is not None:
@@ -681,8 +657,8 @@ class Map(Module, Generic[M]):
                     static_argnums=static,
                     axis_size=self.init_map_size,
                     axis_name=self.axis_name,
-                    state_in_axes=cache.state_axes,
-                    state_out_axes=cache.state_axes,
+                    state_in_axes=cache.rules,
+                    state_out_axes=cache.rules,
                 )
             else:
                 mapping = state_transform.StatefulMapping(
@@ -692,8 +668,8 @@ class Map(Module, Generic[M]):
                     static_argnums=static,
                     axis_size=self.init_map_size,
                     axis_name=self.axis_name,
-                    state_in_axes=cache.state_axes,
-                    state_out_axes=cache.state_axes,
+                    state_in_axes=cache.rules,
+                    state_out_axes=cache.rules,
                     mapping_fn=jax.vmap,
                 )
             mapping.name = f"Map({type(self.module).__name__}).reset_all_states"

@@ -26,7 +26,7 @@ from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from state_core import State
-from state_core.engine import ArrayImpl, Program, Trace, input_placer, place_value
+from state_core.engine import ArrayImpl, Program, Trace, input_placer, place_value, write_state_values
 from state_transform import StatefulMapping
 from state_transform.engine import MappingInfo, build_mapped_program
 
@@ -250,7 +250,11 @@ def _ndim(state: State[Any]) -> int:
 
 
 def place_members(groups: dict[Hashable, list[State[Any]]], layout: MemberLayout) -> None:
-    """Put freshly created member states where the sharded program reads them."""
-    for axis, states in groups.items():
-        for state in states:
-            state.restore_value(layout.place(state._value, layout.sharding(axis, _ndim(state))))
+    """Put freshly created member states where the sharded program reads them.
+
+    Every value is placed before any is stored, and the one write-back stores them
+    all or none (and refuses tracers of a plain ``jax.jit`` around the call).
+    """
+    members = [(state, axis) for axis, states in groups.items() for state in states]
+    placed = [layout.place(state._value, layout.sharding(axis, _ndim(state))) for state, axis in members]
+    write_state_values([state for state, _ in members], placed, "Map.init_all_states", every_value=True)

@@ -34,7 +34,7 @@ from ._legacy_vmap import vmap
 from ._loops import for_loop, fori_loop, map, scan, while_loop
 from ._mapping import StatefulMapping
 from ._named import named_call, named_scope
-from ._new_states import in_new_state_probe, pmap2_new_states, vmap2_new_states
+from ._new_states import pmap2_new_states, vmap2_new_states
 from ._pmap import pmap2
 from ._progress import ProgressBar
 from ._remat import RematFunction, checkpoint, remat
@@ -54,7 +54,6 @@ __all__ = [
     "vmap2_new_states",
     "vmap_new_states",
     "pmap2_new_states",
-    "in_new_state_probe",
     "shard_map",
     "ShardMapFunction",
     "jit",

@@ -1,20 +1,15 @@
-"""Normalising and checking mapping axes for arguments and states."""
+"""Checking mapping axes for arguments and states (the states' rules are read by ``_rules``)."""
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Sequence
 from typing import Any
 
 import jax
 
 from state_core import BatchAxisError
-from state_core.engine import StateRules
-from state_core.filter import Filter, to_predicate
 
 __all__ = [
-    "axis_rules",
-    "normalize_state_axes",
     "leaf_in_axes",
     "check_axis",
     "remove_axis",
@@ -22,52 +17,6 @@ __all__ = [
     "check_out_axes",
     "check_state_in_out_axes",
 ]
-
-StateAxes = dict[Any, Filter]
-
-
-def _check_axis_key(axis: Any, what: str) -> Any:
-    if axis is None:
-        return None
-    try:
-        return operator.index(axis)
-    except TypeError:
-        raise ValueError(f"{what} keys must be ints (the mapped axis) or None (not mapped), got {axis!r}.") from None
-
-
-def normalize_state_axes(spec: Any, what: str) -> StateAxes:
-    """``None`` -> ``{}``; ``{axis: filter}`` -> ``{axis: Filter}``; a bare filter -> ``{0: Filter}``.
-
-    Args:
-        spec: a user's ``state_in_axes`` / ``state_out_axes``: ``None``, a dict
-            from axis (an int, or ``None`` for not mapped) to anything
-            ``state_core.filter.to_predicate`` accepts, or one such filter.
-        what: the argument's name, for error messages.
-
-    Raises:
-        ValueError: a dict key is neither an int nor ``None``.
-        TypeError: ``spec`` (or a dict value) is not a filter.
-    """
-    if spec is None:
-        return {}
-    if isinstance(spec, dict):
-        return {_check_axis_key(k, what): to_predicate(v) for k, v in spec.items()}
-    try:
-        return {0: to_predicate(spec)}
-    except TypeError:
-        raise TypeError(
-            f"{what} must be None, a dict {{axis: filter}}, a filter, a State or a list of States; got {spec!r}."
-        ) from None
-
-
-def axis_rules(spec: Any, what: str) -> StateRules[Any]:
-    """The rules of a user's ``state_in_axes`` / ``state_out_axes`` (see ``normalize_state_axes``).
-
-    Args:
-        spec: the argument as the user gave it.
-        what: the argument's name, for error messages.
-    """
-    return StateRules.from_keyed_values(normalize_state_axes(spec, what))
 
 
 def _per_arg_axes(in_axes: Any, num_args: int) -> tuple[Any, ...]:

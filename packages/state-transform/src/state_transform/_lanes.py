@@ -4,7 +4,9 @@ A state whose ``splits_across_lanes(value)`` is True (a ``RandomState`` holding 
 key) is not broadcast to the lanes of ``vmap2`` / ``pmap2`` / ``shard_map``: its
 ``split_across_lanes(value, n)`` gives one value per lane and the value the state
 holds afterwards. Mapping strategies call these helpers; none of them knows what
-kind of state it splits.
+kind of state it splits. The split mode itself (which states split, which written
+states the lanes return, the order of the write-back) is decided here once for
+every mapping strategy.
 """
 
 from __future__ import annotations
@@ -15,8 +17,54 @@ from typing import Any
 import jax
 
 from state_core import State
+from state_core.engine import Trace
 
-__all__ = ["split_before_mapping", "split_inside_lane"]
+__all__ = [
+    "SPLIT",
+    "splits_per_lane",
+    "split_layout",
+    "lane_write_back",
+    "kept_writes",
+    "split_before_mapping",
+    "split_inside_lane",
+]
+
+SPLIT = "split"  # the mode of an input state that gives each lane its own part (a random key)
+
+
+def splits_per_lane(state: State[Any], value: Any, kept_whole: bool) -> bool:
+    """Whether ``state`` gives each lane its own part of ``value`` (mode ``SPLIT``).
+
+    It does when no rule keeps it whole (``kept_whole``: an explicit broadcast axis
+    ``None`` for ``vmap2`` / ``pmap2``, any spec for ``shard_map``) and the State
+    says its value splits across lanes (a ``RandomState`` holding one key).
+    """
+    return not kept_whole and state.splits_across_lanes(value)
+
+
+def split_layout(trace: Trace, in_modes: Sequence[Any]) -> tuple[tuple[int, ...], tuple[bool, ...]]:
+    """``(split_positions, written_mask)`` of a mapped trace.
+
+    ``split_positions`` are the indices into ``trace.in_states`` whose mode is
+    ``SPLIT``; ``written_mask`` says, per ``trace.out_states``, whether the lanes
+    return its new value (a split state is written from the split instead).
+    """
+    positions = tuple(k for k, mode in enumerate(in_modes) if mode is SPLIT)
+    split_ids = {id(trace.in_states[k]) for k in positions}
+    return positions, tuple(id(s) not in split_ids for s in trace.out_states)
+
+
+def lane_write_back(
+    trace: Trace, split_positions: Sequence[int], written_mask: Sequence[bool]
+) -> tuple[State[Any], ...]:
+    """``Program.write_back`` of a mapped program: lane-written states, created states, then split states."""
+    written = tuple(s for s, keep in zip(trace.out_states, written_mask, strict=True) if keep)
+    return written + trace.created_states + tuple(trace.in_states[k] for k in split_positions)
+
+
+def kept_writes(written: Sequence[Any], written_mask: Sequence[bool]) -> list[Any]:
+    """The new values a lane returns: those of the written states ``written_mask`` keeps."""
+    return [v for v, keep in zip(written, written_mask, strict=True) if keep]
 
 
 def split_before_mapping(

@@ -10,37 +10,11 @@ import jax
 from state_core import BatchAxisError, State
 
 from ._mapping import StatefulMapping
+from ._rules import DECLARED_STATES, parse_state_rules
 from ._typing import P, Q, R, S
 from ._vmap import vmap2
 
 __all__ = ["vmap"]
-
-
-def _is_state(x: Any) -> bool:
-    return isinstance(x, State)
-
-
-def _declared(states: Any, what: str) -> dict[int, list[State[Any]]]:
-    """``{axis: [State, ...]}`` from ``{axis: {name: State}}``, or from a State / pytree of States (axis 0)."""
-    if states is None:
-        return {}
-    if (
-        isinstance(states, dict)
-        and states
-        and all(isinstance(k, int) and not isinstance(k, bool) for k in states)
-        and all(isinstance(v, dict) for v in states.values())
-    ):
-        declared = {axis: jax.tree.leaves(group, is_leaf=_is_state) for axis, group in states.items()}
-    else:
-        declared = {0: jax.tree.leaves(states, is_leaf=_is_state)}
-    for group in declared.values():
-        for s in group:
-            if not isinstance(s, State):
-                raise TypeError(
-                    f"vmap: {what} must hold States ({{axis: {{name: State}}}}, a State, or a list/dict of "
-                    f"States), but it contains a {type(s).__name__}."
-                )
-    return declared
 
 
 # `vmap(f, ...)` is the mapped function; `vmap(...)` without `f` is a decorator.
@@ -123,21 +97,18 @@ def vmap(
         >>> counter.value
         Array([1., 2., 3.], dtype=float32)
     """
-    state_in = _declared(in_states, "in_states")
-    state_out = _declared(out_states, "out_states")
-    out_axis = {id(s): axis for axis, group in state_out.items() for s in group}
-    for axis, group in state_in.items():
-        for s in group:
-            if id(s) not in out_axis:
-                out_axis[id(s)] = axis
-                state_out.setdefault(axis, []).append(s)
-            elif out_axis[id(s)] != axis:
-                raise BatchAxisError(
-                    f"vmap: {s.describe()} is mapped on axis {axis} in in_states but on axis "
-                    f"{out_axis[id(s)]} in out_states; declare it on one axis."
-                )
-    state_in_axes = {axis: list(group) for axis, group in state_in.items() if group} or None
-    state_out_axes = {axis: list(group) for axis, group in state_out.items() if group} or None
+    state_in_axes = parse_state_rules(in_states, "in_states", "vmap", DECLARED_STATES)
+    declared_out = parse_state_rules(out_states, "out_states", "vmap", DECLARED_STATES)
+    # A state of in_states is written back on its axis too, unless out_states declares it.
+    for state in jax.tree.leaves(in_states, is_leaf=lambda x: isinstance(x, State)):
+        axis = state_in_axes.value_for((), state)
+        out_axis = declared_out.value_for((), state, axis)
+        if out_axis != axis:
+            raise BatchAxisError(
+                f"vmap: {state.describe()} is mapped on axis {axis} in in_states but on axis "
+                f"{out_axis} in out_states; declare it on one axis."
+            )
+    state_out_axes = declared_out.then(state_in_axes)
 
     def mapped(f: Callable[..., Any]) -> StatefulMapping:
         return vmap2(

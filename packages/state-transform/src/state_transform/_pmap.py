@@ -9,6 +9,7 @@ from typing import Any, overload
 import jax
 
 from ._mapping import StatefulMapping
+from ._rules import parse_state_rules
 from ._typing import P, Q, R, S
 
 __all__ = ["pmap2"]
@@ -180,8 +181,8 @@ def pmap2(
         fn,
         in_axes=in_axes,
         out_axes=out_axes,
-        state_in_axes=state_in_axes,
-        state_out_axes=state_out_axes,
+        state_in_axes=parse_state_rules(state_in_axes, "state_in_axes", "pmap2"),
+        state_out_axes=parse_state_rules(state_out_axes, "state_out_axes", "pmap2"),
         unexpected_out_state_mapping=unexpected_out_state_mapping,
         static_argnums=_as_tuple(static_broadcasted_argnums),
         axis_size=axis_size,

@@ -26,14 +26,14 @@ from state_core.engine import (
     place_value,
 )
 
-from ._lanes import split_inside_lane
+from ._lanes import SPLIT, kept_writes, lane_write_back, split_inside_lane, split_layout, splits_per_lane
 from ._meshes import check_context_mesh, explicit_axes, explicit_sharding
+from ._rules import SPECS, parse_state_rules
 from ._typing import P, R
 
 __all__ = ["shard_map", "ShardMapFunction"]
 
 _REPLICATED = PartitionSpec()
-_SPLIT = "split"  # a RandomState whose single key is split into one key per shard
 
 
 @dataclasses.dataclass
@@ -77,22 +77,6 @@ def _spec_axes(entry: Any) -> tuple[Any, ...]:
 def _spec_mesh_axes(spec: PartitionSpec) -> tuple[Any, ...]:
     """The mesh axes a PartitionSpec shards over (those a per-shard value varies over)."""
     return tuple(name for entry in spec for name in _spec_axes(entry))
-
-
-def _state_spec_rules(specs: Any, what: str) -> StateRules[PartitionSpec]:
-    """``None`` / one spec / ``{State or filter: spec}`` -> the rules (first match wins)."""
-    if specs is None:
-        return StateRules()
-    if isinstance(specs, PartitionSpec):
-        return StateRules([(specs, True)])
-    if isinstance(specs, dict):
-        for key, spec in specs.items():
-            if not isinstance(spec, PartitionSpec):
-                raise TypeError(f"{what}: the spec for {key!r} must be a PartitionSpec, got {spec!r}.")
-        return StateRules.from_keyed_filters(specs)
-    raise TypeError(
-        f"{what} must be None, a PartitionSpec, or a dict {{State or filter: PartitionSpec}}; got {specs!r}."
-    )
 
 
 class ShardMapFunction(StatefulFunction, Generic[P, R]):
@@ -163,15 +147,28 @@ class ShardMapFunction(StatefulFunction, Generic[P, R]):
         self.mesh = mesh
         self.in_specs = in_specs
         self.out_specs = out_specs
-        self.state_in_specs = state_in_specs
-        self.state_out_specs = state_out_specs
         self.check_vma = check_vma
-        self._in_rules = _state_spec_rules(state_in_specs, "state_in_specs")
-        self._out_rules = _state_spec_rules(state_out_specs, "state_out_specs")
+        # Only the parsed rules are kept: ``{State or filter: spec}``, first match wins.
+        self._in_rules: StateRules[PartitionSpec] = parse_state_rules(
+            state_in_specs, "state_in_specs", "shard_map", SPECS
+        )
+        self._out_rules: StateRules[PartitionSpec] = parse_state_rules(
+            state_out_specs, "state_out_specs", "shard_map", SPECS
+        )
 
     if TYPE_CHECKING:  # the call takes and returns what `fun` does (StatefulFunction.__call__ runs it)
 
         def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R: ...
+
+    @property
+    def state_in_specs(self) -> dict[Any, PartitionSpec]:
+        """``{filter: PartitionSpec}``: the ``state_in_specs`` rules, in priority order (the first match wins)."""
+        return _by_filter(self._in_rules)
+
+    @property
+    def state_out_specs(self) -> dict[Any, PartitionSpec]:
+        """``{filter: PartitionSpec}``: the ``state_out_specs`` rules, in priority order (the first match wins)."""
+        return _by_filter(self._out_rules)
 
     def _identity_options(self) -> Any:
         return (
@@ -311,8 +308,8 @@ class ShardMapFunction(StatefulFunction, Generic[P, R]):
 
     def _state_input_avals(self, ctx: _ShardTrace, state: State[Any], value: Any) -> Any:
         spec = self._state_spec(state, self._in_rules, ctx.paths)
-        if spec is None and state.splits_across_lanes(value):
-            ctx.state_specs[id(state)] = _SPLIT
+        if splits_per_lane(state, value, kept_whole=spec is not None):
+            ctx.state_specs[id(state)] = SPLIT
             # Each shard gets its own part: a value that varies over every mesh axis.
             every_axis = tuple(self.mesh.axis_names)
             return jax.tree.map(lambda a: self._typed(a, every_axis), super()._state_input_avals(ctx, state, value))
@@ -329,15 +326,13 @@ class ShardMapFunction(StatefulFunction, Generic[P, R]):
     ) -> ShardInfo:
         specs = ctx.state_specs
         in_specs = [specs[id(s)] for s in trace.in_states]
-        split_positions = tuple(k for k, spec in enumerate(in_specs) if spec == _SPLIT)
-        split_ids = {id(trace.in_states[k]) for k in split_positions}
-        written_specs, mask = [], []
+        split_positions, mask = split_layout(trace, in_specs)
+        written_specs = []
         out_avals = trace.closed_jaxpr.out_avals
         first = trace.n_out_leaves
-        for state, treedef in zip(trace.out_states, trace.out_state_defs, strict=False):
+        for state, treedef, lane_written in zip(trace.out_states, trace.out_state_defs, mask, strict=False):
             avals, first = out_avals[first : first + treedef.num_leaves], first + treedef.num_leaves
-            if id(state) in split_ids:
-                mask.append(False)
+            if not lane_written:  # a split state: written from the split
                 continue
             spec = self._state_spec(state, self._out_rules, ctx.paths)
             if spec is None:
@@ -346,7 +341,6 @@ class ShardMapFunction(StatefulFunction, Generic[P, R]):
             for leaf in jax.tree.leaves(state._value):
                 self._per_shard_aval(jax.typeof(leaf), spec, f"{state.describe()} (state_out_specs)")
             self._check_written_varying(state, spec, avals)
-            mask.append(True)
             written_specs.append(spec)
         created_avals = trace.closed_jaxpr.out_avals[trace.n_out_leaves :]
         first = sum(d.num_leaves for d in trace.out_state_defs[: len(trace.out_states)])
@@ -363,7 +357,7 @@ class ShardMapFunction(StatefulFunction, Generic[P, R]):
             in_specs=placed_specs,
             leaf_specs=tuple(ctx.leaf_specs),
             split_positions=split_positions,
-            written_mask=tuple(mask),
+            written_mask=mask,
             written_specs=tuple(written_specs),
             state_shardings=tuple(NamedSharding(self.mesh, s) for s in placed_specs),
             leaf_shardings=tuple(NamedSharding(self.mesh, s) for s in ctx.leaf_specs),
@@ -420,8 +414,7 @@ class ShardMapFunction(StatefulFunction, Generic[P, R]):
             # varying-axes types here, so check_vma accepts it unchanged.
             values, next_values = split_inside_lane(split_states, state_values, split_positions, num_shards, axis_names)
             out, written, created = evaluate(values, dyn_leaves)
-            kept = [v for v, keep in zip(written, mask, strict=True) if keep]
-            return out, kept + created, next_values
+            return out, kept_writes(written, mask) + created, next_values
 
         mapped = jax.shard_map(
             shard,
@@ -449,13 +442,20 @@ class ShardMapFunction(StatefulFunction, Generic[P, R]):
             return out, written + next_values
 
         named(program, self.name)
-        lane_written = tuple(s for s, keep in zip(trace.out_states, mask, strict=True) if keep)
         return Program(
             run=jax.jit(program),
             donating=self._donating(jax.jit, program, trace),
-            write_back=lane_written + trace.created_states + split_states,
+            write_back=lane_write_back(trace, split_positions, mask),
             prepare=_placer(trace.in_states, state_shardings, leaf_shardings, self.mesh, self.name),
         )
+
+
+def _by_filter(rules: StateRules[PartitionSpec]) -> dict[Any, PartitionSpec]:
+    """``{filter: spec}`` of ``rules`` (a filter given twice keeps its first, winning spec)."""
+    shown: dict[Any, PartitionSpec] = {}
+    for spec, f in rules:
+        shown.setdefault(f, spec)
+    return shown
 
 
 def _varying_axes(avals: Sequence[Any]) -> set[Any]:

@@ -9,6 +9,7 @@ from typing import Any, overload
 import jax
 
 from ._mapping import StatefulMapping
+from ._rules import parse_state_rules
 from ._typing import P, Q, R, S
 
 __all__ = ["vmap2"]
@@ -151,8 +152,8 @@ def vmap2(
         fn,
         in_axes=in_axes,
         out_axes=out_axes,
-        state_in_axes=state_in_axes,
-        state_out_axes=state_out_axes,
+        state_in_axes=parse_state_rules(state_in_axes, "state_in_axes", "vmap2"),
+        state_out_axes=parse_state_rules(state_out_axes, "state_out_axes", "vmap2"),
         unexpected_out_state_mapping=unexpected_out_state_mapping,
         axis_size=axis_size,
         axis_name=axis_name,

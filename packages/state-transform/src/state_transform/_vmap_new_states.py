@@ -6,9 +6,8 @@ import functools
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar, overload
 
-from state_core.filter import to_predicate
-
 from ._new_states import check_axis_size, new_state_rules, run_creating_states
+from ._rules import rule_filter
 
 __all__ = ["vmap_new_states"]
 
@@ -120,8 +119,8 @@ def vmap_new_states(
             )
     if axis_size is not None:
         check_axis_size("vmap_new_states", axis_size)
-    shared = None if state_to_exclude is None else to_predicate(state_to_exclude)
-    rules = new_state_rules(None, shared)
+    shared = None if state_to_exclude is None else rule_filter(state_to_exclude, "state_to_exclude", "vmap_new_states")
+    rules = new_state_rules(None, "vmap_new_states", shared)
     options: dict[str, Any] = {
         "in_axes": tuple(in_axes) if isinstance(in_axes, list) else in_axes,
         "out_axes": out_axes,

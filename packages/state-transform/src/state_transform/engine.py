@@ -5,8 +5,10 @@ strategy pieces the transformations here are made of, so a framework can build
 its own on the same pipeline: the mapping strategy's record (``MappingInfo``) and
 program builder, the control-flow strategy (``ControlFlow`` traces body functions
 inside the pipeline's trace and builds one ``lax`` primitive over them, with
-``Carry`` for the states they write and read) and the lane-splitting helpers that
-ask States (``split_across_lanes``) for one value per mapped lane.
+``Carry`` for the states they write and read), the lane-splitting helpers that
+ask States (``split_across_lanes``) for one value per mapped lane, and the one
+parser of state rules (``parse_state_rules``: ``{axis: filter}``,
+``{filter: PartitionSpec}`` and brainstate's ``{axis: {name: State}}``).
 
 Example:
     A state-aware "apply twice" built on the control-flow strategy:
@@ -40,6 +42,7 @@ from ._control_flow import Carry, ControlFlow, slice_spec, trace_body
 from ._lanes import split_before_mapping, split_inside_lane
 from ._mapping import MappingInfo
 from ._mapping_program import build_mapped_program
+from ._rules import AXES, DECLARED_STATES, SPECS, RuleSyntax, parse_state_rules
 
 __all__ = [
     "ControlFlow",
@@ -50,4 +53,9 @@ __all__ = [
     "build_mapped_program",
     "split_before_mapping",
     "split_inside_lane",
+    "parse_state_rules",
+    "RuleSyntax",
+    "AXES",
+    "SPECS",
+    "DECLARED_STATES",
 ]
