@@ -2,9 +2,13 @@
 
 Initialisation runs once, so it must not pay for compiling a program it never
 reuses. The reference is what a JAX user writes by hand: an eager (not jitted)
-``jax.vmap`` of the member's init function over per-member random keys.
+``jax.vmap`` of the member's init function over per-member random keys, producing
+the same arrays. brainstate's and flax.nnx's one-shot ensemble inits are timed in
+the same run when they are installed. Only ratios are printed (time / the
+reference's time, medians of interleaved rounds: every library sees the same load).
 
     hatch run python benchmarks/bench_init.py          # standalone table
+    python benchmarks/bench_init.py --rounds 15        # steadier medians
 
 ``bench.py`` can add the rows with ``from bench_init import init_cases`` (each case
 returns ``(ours, pure)`` zero-argument callables, like the cases in ``bench.py``).
@@ -12,6 +16,8 @@ returns ``(ours, pure)`` zero-argument callables, like the cases in ``bench.py``
 
 from __future__ import annotations
 
+import argparse
+import functools
 import statistics
 import sys
 import time
@@ -28,6 +34,7 @@ import state_core as sc  # noqa: E402
 import state_random as sr  # noqa: E402
 
 N_IN, N_OUT = 16, 16
+MEMBERS = (8, 1000)
 
 
 def case_map_init(members: int) -> tuple[Callable[[], Any], Callable[[], Any]] | None:
@@ -65,12 +72,13 @@ def case_map_init(members: int) -> tuple[Callable[[], Any], Callable[[], Any]] |
     return ours, pure
 
 
+def _label(members: int) -> str:
+    return f"Map.init_all_states, {members} members"
+
+
 def init_cases() -> list[tuple[str, Callable[[], Any]]]:
     """``(label, make_case)`` rows for ``bench.py``."""
-    return [
-        ("Map.init_all_states, 8 members", lambda: case_map_init(8)),
-        ("Map.init_all_states, 1000 members", lambda: case_map_init(1000)),
-    ]
+    return [(_label(members), functools.partial(case_map_init, members)) for members in MEMBERS]
 
 
 def _time(fn: Callable[[], Any], calls: int) -> float:
@@ -82,21 +90,46 @@ def _time(fn: Callable[[], Any], calls: int) -> float:
     return (time.perf_counter() - start) / calls
 
 
-def main() -> int:
-    calls, repeats = 5, 5
-    print(f"{'case':<36} {'ours (ms)':>10} {'pure JAX (ms)':>14} {'ratio':>7}")
-    for label, make in init_cases():
-        built = make()
-        if built is None:
+def _peers(members: int) -> dict[str, Callable[[], Any]]:
+    """brainstate's and flax.nnx's init of the same ensemble, for those that import."""
+    try:
+        import compare
+    except ImportError:  # run from elsewhere than benchmarks/: no peers
+        return {}
+    return dict(compare.peers_map_init(members, N_IN, N_OUT))
+
+
+def measure(members: int, rounds: int, calls: int = 5) -> dict[str, float] | None:
+    """``{library: ratio to the eager jax.vmap init}`` for ``members`` members (None without state_nn)."""
+    built = case_map_init(members)
+    if built is None:
+        return None
+    ours, pure = built
+    timed = {"ours": ours, **_peers(members)}
+    samples: dict[str, list[float]] = {name: [] for name in timed}
+    reference: list[float] = []
+    for _ in range(rounds):  # interleaved: every library sees the same machine load
+        reference.append(_time(pure, calls))
+        for name, fn in timed.items():
+            samples[name].append(_time(fn, calls))
+    base = statistics.median(reference)
+    return {name: statistics.median(ts) / base for name, ts in samples.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds per row (median taken)")
+    args = parser.parse_args(argv)
+    print(f"jax {jax.__version__}; ratio = time / an eager jax.vmap of the member init, same run")
+    print(f"(median of {args.rounds} interleaved rounds)\n")
+    table = [(_label(members), measure(members, args.rounds)) for members in MEMBERS]
+    names = ["ours", *sorted({n for _, r in table if r for n in r} - {"ours"})]
+    print(f"{'case':<36}" + "".join(f"{name:>12}" for name in names))
+    for label, ratios in table:
+        if ratios is None:
             print(f"{label:<36} skipped (state_nn not installed)")
             continue
-        ours, pure = built
-        t_ours, t_pure = [], []
-        for _ in range(repeats):  # interleaved: both see the same machine load
-            t_pure.append(_time(pure, calls))
-            t_ours.append(_time(ours, calls))
-        o, p = statistics.median(t_ours), statistics.median(t_pure)
-        print(f"{label:<36} {o * 1e3:>10.2f} {p * 1e3:>14.2f} {o / p:>6.2f}x")
+        print(f"{label:<36}" + "".join(f"{ratios[n]:>11.2f}x" if n in ratios else f"{'n/a':>12}" for n in names))
     return 0
 
 

@@ -77,6 +77,56 @@ def make_inline_grad_step() -> tuple[Callable[[], Any], Callable[[], Any]]:
     return ours, pure
 
 
+def inline_grad_peers() -> dict[str, Callable[[], Any]]:
+    """The same eager SGD step in brainstate (``grad`` built inline) and flax.nnx (``nnx.grad``), if installed."""
+    key_data, key_params = jax.random.split(jax.random.key(0))
+    x = jax.random.normal(key_data, (BATCH, WIDTH))
+    y = jnp.sin(x[:, :1])
+    init = _init(key_params)
+    out: dict[str, Callable[[], Any]] = {}
+    try:
+        import brainstate
+    except ImportError:
+        brainstate = None
+    if brainstate is not None:
+        states = [(brainstate.ParamState(w), brainstate.ParamState(b)) for w, b in init]
+        flat = [s for pair in states for s in pair]
+
+        def bs_loss(x: jax.Array, y: jax.Array) -> jax.Array:
+            return jnp.mean((_mlp([(w.value, b.value) for w, b in states], x) - y) ** 2)
+
+        def bs_step() -> Any:
+            grads = brainstate.transform.grad(bs_loss, grad_states=flat)(x, y)
+            for state, g in zip(flat, grads, strict=True):
+                state.value = state.value - LR * g
+            return grads[-1]
+
+        out["brainstate"] = bs_step
+    try:
+        from flax import nnx
+    except ImportError:
+        nnx = None
+    if nnx is not None:
+
+        class MLP(nnx.Module):
+            def __init__(self) -> None:
+                self.layers = nnx.List([nnx.Dict(w=nnx.Param(w), b=nnx.Param(b)) for w, b in init])
+
+        model = MLP()
+
+        def nnx_loss(m: Any, x: jax.Array, y: jax.Array) -> jax.Array:
+            return jnp.mean((_mlp([(layer["w"][...], layer["b"][...]) for layer in m.layers], x) - y) ** 2)
+
+        def nnx_step() -> Any:
+            grads = nnx.grad(nnx_loss)(model, x, y)  # built every step, as the eager loop writes it
+            params = nnx.state(model, nnx.Param)
+            nnx.update(model, jax.tree.map(lambda p, g: p - LR * g, params, grads))
+            return grads
+
+        out["flax.nnx"] = nnx_step
+    return out
+
+
 def make_inline_vmap2() -> tuple[Callable[[], Any], Callable[[], Any]]:
     """``vmap2(f)(x)`` built for every call, and ``jax.jit(jax.vmap(f))`` built once."""
     w = ParamState(jnp.linspace(0.0, 1.0, 32))
@@ -109,18 +159,42 @@ def _median_time(fn: Callable[[], Any], calls: int, repeats: int) -> float:
     return statistics.median(samples)
 
 
-def rows(quick: bool = False) -> list[dict[str, Any]]:
-    """``[{'case', 'ours', 'reference', 'ratio'}]`` (seconds per step), in one run."""
+def rows(quick: bool = False, peers: bool = False) -> list[dict[str, Any]]:
+    """``[{'case', 'ours', 'pure', 'reference', 'ratio', 'peers'}]`` (seconds per step), in one run.
+
+    ``peers``: also time brainstate and flax.nnx on the inline-grad step where they
+    are installed (``'peers': {library: seconds}``); all alternate with pure JAX.
+    """
     calls, repeats = (5, 3) if quick else (20, 5)
     out = []
-    for label, make, reference in (
-        ("grad built inline, eager SGD step (MLP 4x256)", make_inline_grad_step, "eager jax.grad step"),
-        ("vmap2(f)(x) built every call", make_inline_vmap2, "jax.jit(jax.vmap(f))"),
+    for label, make, reference, make_peers in (
+        (
+            "grad built inline, eager SGD step (MLP 4x256)",
+            make_inline_grad_step,
+            "eager jax.grad step",
+            inline_grad_peers,
+        ),
+        ("vmap2(f)(x) built every call", make_inline_vmap2, "jax.jit(jax.vmap(f))", None),
     ):
         ours, pure = make()
-        t_ours = _median_time(ours, calls, repeats)
-        t_pure = _median_time(pure, calls, repeats)
-        out.append({"case": label, "reference": reference, "ours": t_ours, "pure": t_pure, "ratio": t_ours / t_pure})
+        others = make_peers() if peers and make_peers is not None else {}
+        samples: dict[str, list[float]] = {"ours": [], "pure": [], **{name: [] for name in others}}
+        for _ in range(repeats):  # alternating: every side sees the same machine load
+            samples["pure"].append(_median_time(pure, calls, 1))
+            samples["ours"].append(_median_time(ours, calls, 1))
+            for name, fn in others.items():
+                samples[name].append(_median_time(fn, max(1, calls // 4), 1))
+        t = {name: statistics.median(ts) for name, ts in samples.items()}
+        out.append(
+            {
+                "case": label,
+                "reference": reference,
+                "ours": t["ours"],
+                "pure": t["pure"],
+                "ratio": t["ours"] / t["pure"],
+                "peers": {name: t[name] for name in others},
+            }
+        )
     return out
 
 
@@ -131,6 +205,8 @@ def format_rows(measured: list[dict[str, Any]]) -> str:
         lines.append(
             f"{r['case']:<48} {r['ours'] * 1e6:>10.1f} {r['pure'] * 1e6:>15.1f} {r['ratio']:>6.2f}x  {r['reference']}"
         )
+        for name, seconds in r.get("peers", {}).items():
+            lines.append(f"{'  ' + name:<48} {seconds * 1e6:>10.1f} {'':>15} {seconds / r['pure']:>6.2f}x")
     return "\n".join(lines)
 
 

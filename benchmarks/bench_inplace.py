@@ -85,6 +85,41 @@ def _child(variant: str, steps: int) -> dict[str, float]:
         def result() -> Any:
             return w.value
 
+    elif variant == "brainstate":
+        import brainstate
+
+        bs_w = brainstate.State(jnp.zeros(n, jnp.float32))
+
+        def bs_step() -> None:
+            bs_w.value = bs_w.value * 0.999 + 1.0
+
+        bs_f = brainstate.transform.jit(bs_step)
+
+        def run() -> Any:
+            bs_f()
+
+        def result() -> Any:
+            return bs_w.value
+
+    elif variant == "flax.nnx":
+        from flax import nnx
+
+        class Holder(nnx.Module):
+            def __init__(self) -> None:
+                self.w = nnx.Variable(jnp.zeros(n, jnp.float32))
+
+        holder = Holder()
+
+        @nnx.jit
+        def nnx_step(m: Any) -> None:
+            m.w[...] = m.w[...] * 0.999 + 1.0
+
+        def run() -> Any:
+            nnx_step(holder)
+
+        def result() -> Any:
+            return holder.w[...]
+
     else:
         box = [jnp.zeros(n, jnp.float32)]
         g = jax.jit(lambda w: w * 0.999 + 1.0, donate_argnums=0 if variant == "pure JAX, donated" else ())
@@ -108,10 +143,20 @@ def _child(variant: str, steps: int) -> dict[str, float]:
     return {"seconds": seconds, "extra_mb": extra}
 
 
-def memory_row(quick: bool = False) -> list[dict[str, Any]]:
-    """Time per step and peak extra memory of each variant, each in a fresh process (median of runs)."""
+def memory_row(quick: bool = False, peers: bool = False) -> list[dict[str, Any]]:
+    """Time per step and peak extra memory of each variant, each in a fresh process (median of runs).
+
+    ``peers``: also brainstate's ``jit`` and ``nnx.jit`` on the same step, where installed.
+    """
     steps, runs = (5, 1) if quick else (20, 3)
-    variants = ("pure JAX, donated", "pure JAX, not donated", "ours", "ours, donation off")
+    variants: tuple[str, ...] = ("pure JAX, donated", "pure JAX, not donated", "ours", "ours, donation off")
+    if peers:
+        import importlib.util
+
+        if importlib.util.find_spec("brainstate") is not None:
+            variants += ("brainstate",)
+        if importlib.util.find_spec("flax") is not None:
+            variants += ("flax.nnx",)
     samples: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
     for _ in range(runs):
         for variant in variants:  # alternate, so every variant sees the same machine load

@@ -180,7 +180,10 @@ def rows(quick: bool = False) -> list[dict[str, Any]]:
     )
     add("LIF first call (trace+compile)", *first_call(make_single, 3), 1.5)
     add("LIF vmap2 first call", *first_call(make_ensemble, 3), 1.5)
-    add("10k-step loop + progress bar", *_interleaved(*make_progress(), max(1, calls // 2), repeats), 1.1)
+    import importlib.util
+
+    if importlib.util.find_spec("tqdm") is not None:  # progress_bar's optional dependency
+        add("10k-step loop + progress bar", *_interleaved(*make_progress(), max(1, calls // 2), repeats), 1.1)
     return result
 
 

@@ -37,18 +37,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench
 import jax
 
-CASES: list[tuple[str, Callable[[], Any]]] = [
-    ("vmap2, 1 state", lambda: bench.case_vmap_states(1)),
-    ("vmap2, 100 states", lambda: bench.case_vmap_states(100)),
-    ("vmap2, 1000 states", lambda: bench.case_vmap_states(1000)),
-    ("vmap2 + random draws", bench.case_vmap_random),
-    ("jit(vmap2), 10 states", bench.case_jit_vmap),
-    ("vmap2, 2 alternating sigs", lambda: bench.case_alternating("vmap2", 2)),
-    ("jit, 2 alternating sigs", lambda: bench.case_alternating("jit", 2)),
-    ("jit, 8 alternating sigs", lambda: bench.case_alternating("jit", 8)),
-    ("Map.update, 8 members", lambda: bench.case_map_update(8)),
-    ("Map.update, 1000 members", lambda: bench.case_map_update(1000)),
-]
+# The steady rows of bench.py's main table (the one-shot init rows are left out).
+CASES: list[tuple[str, Callable[[], Any]]] = [(row.label, row.make) for row in bench.rows() if row.kind == "steady"]
 
 
 def min_time(fn: Callable[[], Any], number: int) -> float:

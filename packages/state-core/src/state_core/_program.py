@@ -312,6 +312,10 @@ class Program:
             (``donate_argnums`` on its first argument): run when nothing but their
             States refers to them, so their buffers are updated in place; None (the
             default) when the program cannot reuse them.
+        donating_new_values_first: set by the pipeline (strategies leave the default
+            False) when ``donating`` returns ``(new values, output)``: the order in which
+            XLA gives each donated buffer to the state's own new value (the donating
+            form ``StatefulFunction._donating`` makes).
         keeps_layout_on_one_device: set by the pipeline (strategies leave the
             default False): the program runs on one device and gives every written
             state a value of its shape and dtype, so with all its inputs on one
@@ -357,6 +361,7 @@ class Program:
     run: Callable[..., Any]
     write_back: tuple[State[Any], ...]
     donating: Callable[..., Any] | None = None
+    donating_new_values_first: bool = False
     keeps_layout_on_one_device: bool = False
     eager: Callable[..., Any] | None = None
     block: bool = False

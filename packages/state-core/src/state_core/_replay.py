@@ -76,8 +76,10 @@ def read_state_values(states: Sequence[State[Any]]) -> list[Any]:
     return [s._value for s in states]
 
 
-def write_state_values(states: Sequence[State[Any]], values: Sequence[Any], who: str) -> None:
-    """Write results back into states, all or nothing.
+def write_state_values(
+    states: Sequence[State[Any]], values: Sequence[Any], who: str, *, every_value: bool = False
+) -> None:
+    """Write results back into states, all or nothing: the one write-back of every transformation.
 
     Once the first value is stored the rest are stored too, even if an
     asynchronous exception (``KeyboardInterrupt``) arrives in between, so an
@@ -88,12 +90,16 @@ def write_state_values(states: Sequence[State[Any]], values: Sequence[Any], who:
         states: the States to write.
         values: one new value per state, in the same order.
         who: names the transformation (or function) in the error message.
+        every_value: check every value for a leaking tracer, not just the first.
+            A compiled program's results are all tracers or none, so its
+            replay checks the first; values made one by one (some may be
+            constants) are checked each.
 
     Raises:
-        StateLeakError: outside any state-aware trace, the first new value is a
-            tracer of a plain JAX transformation (``jax.jit`` around a
-            state-aware call): writing it would leak the tracer. No state is
-            written.
+        StateLeakError: outside any state-aware trace, the first new value (or,
+            with ``every_value``, any) is a tracer of a plain JAX transformation
+            (``jax.jit`` around a state-aware call): writing it would leak the
+            tracer. No state is written.
 
     Example:
         >>> from state_core import State
@@ -110,6 +116,10 @@ def write_state_values(states: Sequence[State[Any]], values: Sequence[Any], who:
         probe = values[0]
         if type(probe) is not _ArrayImpl and type(probe) is not _PRNGKeyArray:  # neither is a tracer
             _check_not_leaking(states[0], probe, who)
+        if every_value:
+            for state, value in zip(states, values, strict=True):
+                for leaf in jax.tree.leaves(value):
+                    _check_not_leaking(state, leaf, who)
         if len(states) == 1:  # one store is all or nothing by itself
             states[0]._value = probe
             return
@@ -255,6 +265,9 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
     # (Programs whose written states are below the size gate have no donating form.)
     may_donate = donating is not None and check is None and n_rw > 0
     donated_form = compiled if donating is None else donating
+    # A donating form that lists the new values first (so XLA pairs each buffer with its
+    # own state's new value) returns (new values, output).
+    swapped_form = donating if program.donating_new_values_first else None
     # Written states holding plain arrays: their references are counted in one step.
     # (A typed key is walked instead: its key data may be held without the key.)
     plain = all(type(s._value) is _ArrayImpl for s in states[:n_rw])
@@ -318,7 +331,10 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
             ok = False
             try:
                 try:
-                    out, new_values = fn(rw, ro, *leaves)
+                    if fn is swapped_form:
+                        new_values, out = fn(rw, ro, *leaves)
+                    else:
+                        out, new_values = fn(rw, ro, *leaves)
                 except ValueError as err:
                     # JAX's message would name the program's internal arguments.
                     placements = [*placed_by, *placements_in(closed_jaxpr, who)]

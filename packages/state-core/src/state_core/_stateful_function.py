@@ -24,12 +24,13 @@ from ._cache import DEFAULT_CACHE_SIZE, FunctionRecord, register_cache_owner
 from ._call_contexts import call_contexts_unchanged, recording_call_contexts
 from ._call_signature import CallSignature, normalize_argnames, normalize_argnums, positions_of_names
 from ._context import CTX, GENERATION
-from ._donation import donation_min_bytes, values_nbytes
+from ._donation import donation_min_bytes
 from ._graph import graph_roots, graph_states, snapshot_graph
 from ._identity import Unshareable, callable_identity
 from ._introspection import StatefulFunctionIntrospection
 from ._jax_internals import ArrayImpl, api_boundary, open_jaxpr
-from ._program import CacheEntry, Program, Trace, jaxpr_evaluator, merger
+from ._program import CacheEntry, Program, Trace, jaxpr_evaluator
+from ._pure_program import _NEW_VALUES_FIRST, _new_values_first, _shapes_kept, _written_nbytes, named, pure_program
 from ._registry import keep_alive_with, shared_record
 from ._replay import (
     STATES_CHANGED,
@@ -44,84 +45,9 @@ from ._signature import canonical_signature, positional_key, states_match, trace
 from ._state import State
 from ._tracing import abstract_value, trace_function
 
-__all__ = ["StatefulFunction", "pure_program", "named"]
+__all__ = ["StatefulFunction"]
 
 _ArrayImpl = ArrayImpl
-
-
-def _written_nbytes(trace: Trace) -> int:
-    """The total size in bytes of the current values of the states ``trace`` reads and writes."""
-    rw, _ = trace.split_values([s._value for s in trace.in_states])
-    return values_nbytes(rw)
-
-
-def _shapes_kept(trace: Trace, program: Program, leaves: Sequence[Any]) -> bool:
-    """Whether the program gives every written input state a value of its shapes and dtypes.
-
-    The program's output types come from ``jax.eval_shape`` of its compiled form
-    (``jax.jit`` keeps that trace for the call that follows).
-    """
-    values = [s._value for s in trace.in_states]
-    rw, ro = trace.split_values(values)
-    _, new_values = jax.eval_shape(program.run, rw, ro, *leaves)
-    position = {id(s): j for j, s in enumerate(program.write_back)}
-    for k in trace.rw_index:
-        j = position.get(id(trace.in_states[k]))
-        if j is None:
-            return False
-        before = [(jax.numpy.shape(x), jax.numpy.result_type(x)) for x in jax.tree.leaves(values[k])]
-        after = [(x.shape, x.dtype) for x in jax.tree.leaves(new_values[j])]
-        if before != after:
-            return False
-    return True
-
-
-def named(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
-    """``fn`` renamed ``name``, so JAX's messages (``jit(name)``, NaN reports) name the user's function.
-
-    Args:
-        fn: a program function the pipeline built.
-        name: the user's function name.
-
-    Example:
-        >>> from state_core.engine import named
-        >>> named(lambda: None, 'step').__name__
-        'step'
-    """
-    fn.__name__ = fn.__qualname__ = name
-    return fn
-
-
-def pure_program(trace: Trace) -> Callable[..., tuple[Any, list[Any]]]:
-    """``(written state values, read-only values, *dynamic leaves) -> (output, new values)``.
-
-    The new values are those of ``trace.write_states`` (written, then created
-    states). This is the default program; ``jax.jit`` of it is what a plain
-    ``StatefulFunction`` runs.
-
-    Args:
-        trace: the ``Trace`` to turn into a program; the function returned does
-            not refer to it.
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> from state_core import State, StatefulFunction
-        >>> from state_core.engine import pure_program
-        >>> s = State(jnp.ones(2))
-        >>> def f(x):
-        ...     s.value = s.value * x
-        >>> trace = StatefulFunction(f).trace(3.0)
-        >>> pure_program(trace)([jnp.ones(2)], [], 3.0)
-        (None, [Array([3., 3.], dtype=float32)])
-    """
-    evaluate = jaxpr_evaluator(trace)
-    merge = merger(trace)
-
-    def pure(rw: list[Any], ro: list[Any], *dyn_leaves: Any) -> tuple[Any, list[Any]]:
-        out, written, created = evaluate(merge(rw, ro), dyn_leaves)
-        return out, written + created
-
-    return pure
 
 
 class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
@@ -147,9 +73,6 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
             (must be hashable).
         static_argnames: keyword arguments treated as compile-time constants.
         name: a label for reprs and messages.
-        return_only_write: accepted for brainstate code; the program always returns
-            only the written states.
-        ir_optimizations: accepted for brainstate code (XLA runs these passes anyway).
         cache_size: how many call signatures to keep compiled (least recently used
             ones are dropped beyond it); default ``DEFAULT_CACHE_SIZE`` (64). A function
             with its own cache size keeps its programs to itself.
@@ -202,12 +125,9 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
         static_argnames: str | Iterable[str] = (),
         *,
         name: str | None = None,
-        return_only_write: bool = True,
-        ir_optimizations: Any = None,
         cache_size: int | None = None,
         donate_states: bool = True,
     ) -> None:
-        self._init_compat_options(return_only_write, ir_optimizations)
         if not callable(fun):
             raise TypeError(f"StatefulFunction expects a callable, got {type(fun).__name__}.")
         self.fun = fun
@@ -301,10 +221,15 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
 
     def _donating(self, jit: Callable[..., Any], pure: Callable[..., Any], trace: Trace, **kwargs: Any) -> Any:
         """``jit(pure, donate_argnums=(0,), **kwargs)``: the program with the written states' values
-        donated, or None when this function does not donate or writes no input state."""
-        if not self.donate_states or not trace.rw_index:
-            return None
-        return jit(pure, donate_argnums=(0,), **kwargs)
+        donated, or None when this function does not donate, writes no input state, runs
+        inside another trace or writes less than ``donation_min_bytes()``."""
+        if not self.donate_states or not trace.rw_index or CTX.stacks or _written_nbytes(trace) < donation_min_bytes():
+            return None  # (a jax.jit object costs a small program's first call about 1%)
+        if "out_shardings" in kwargs:  # a prefix of the (output, new values) tuple: keep its order
+            return jit(pure, donate_argnums=(0,), **kwargs)
+        donating = jit(_new_values_first(pure), donate_argnums=(0,), **kwargs)
+        setattr(donating, _NEW_VALUES_FIRST, True)  # read by _new_entry (Program.donating_new_values_first)
+        return donating
 
     def _runs_on_several_devices(self, trace: Trace, info: Any) -> bool:
         """Whether the program spans several devices (it then blocks before write-back)."""
@@ -357,19 +282,22 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
             trace = self._trace(ctx, key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs)
         info = self._analyze(ctx, trace, dyn_args, dyn_kwargs)
         program = self._compile(trace, info)
-        if not program.block and (
-            self._runs_on_several_devices(trace, info) or may_fail_at_run_time(open_jaxpr(trace.closed_jaxpr))
-        ):
+        if program.donating is not None and getattr(program.donating, _NEW_VALUES_FIRST, False):
+            program = dataclasses.replace(program, donating_new_values_first=True)
+        jaxpr = open_jaxpr(trace.closed_jaxpr)
+        may_fail = may_fail_at_run_time(jaxpr)  # (one walk of the jaxpr for both uses below)
+        if not program.block and (self._runs_on_several_devices(trace, info) or may_fail):
             program = dataclasses.replace(program, block=True)
-        if program.eager is not None and not runs_cheaply_op_by_op(open_jaxpr(trace.closed_jaxpr)):
+        if program.eager is not None and not runs_cheaply_op_by_op(jaxpr):
             program = dataclasses.replace(program, eager=None)  # it would compile twice
         if program.donating is not None:
-            jaxpr = open_jaxpr(trace.closed_jaxpr)
+            # Only a program on one device may donate from its first call (see program_runner).
+            one_device = not self._runs_on_several_devices(trace, info) and not spans_devices(jaxpr)
             if (
                 CTX.stacks
                 or _written_nbytes(trace) < donation_min_bytes()
-                or may_fail_at_run_time(jaxpr)
-                or not _shapes_kept(trace, program, leaves)
+                or may_fail
+                or not _shapes_kept(trace, program, leaves, one_device)
             ):
                 # Nested programs run on tracers; small written states are not worth the
                 # per-call decision (nor the shape check below: a trace of the compiled form
@@ -377,7 +305,7 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
                 # must not have consumed the old values; a written value of another shape
                 # or dtype cannot take the old buffer (XLA would warn).
                 program = dataclasses.replace(program, donating=None)
-            elif not self._runs_on_several_devices(trace, info) and not spans_devices(jaxpr):
+            elif one_device:
                 program = dataclasses.replace(program, keeps_layout_on_one_device=True)
         graph = snapshot_graph(before, trace.states) if before is not None else None
         entry: CacheEntry[Any] = CacheEntry(trace, info, program, graph, generation)

@@ -67,6 +67,7 @@ from ._jax_internals import (
 )
 from ._pretty import format_fields, format_object
 from ._program import CacheEntry, Program, Trace, jaxpr_evaluator, merger
+from ._pure_program import named, pure_program
 from ._registry import clear_caches, shared_record
 from ._replay import (
     STATES_CHANGED,
@@ -100,7 +101,6 @@ from ._signature import (
     trace_context,
     values_unchanged,
 )
-from ._stateful_function import named, pure_program
 from ._trace import forget_created_states, private_state_values
 from ._tracing import abstract_value, shape_structs, trace_function
 

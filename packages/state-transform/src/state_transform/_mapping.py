@@ -32,17 +32,17 @@ from ._axes import (
     check_state_in_out_axes,
     format_sizes,
     leaf_in_axes,
-    normalize_state_axes,
     remove_axis,
 )
 from ._dependence import varying_outputs
-from ._mapping_program import build_mapped_program
+from ._lanes import SPLIT, lane_write_back, split_layout, splits_per_lane
+from ._mapping_program import MappingInfo, build_mapped_program
+from ._rules import parse_state_rules
 from ._typing import P, R
 
 __all__ = ["StatefulMapping", "MappingInfo"]
 
 _POLICIES = ("raise", "warn", "ignore", "auto")
-_SPLIT = "split"  # mode of a state that gives each lane its own value (a random key)
 _PMAP_MARKER = "pmap2"  # in the trace context while a pmap2 traces: a nested pmap2 is vectorised
 
 
@@ -77,47 +77,6 @@ class _MappingTrace:
         self.__init__(paths=self.paths, size_guess=size_guess)  # type: ignore[misc]
 
 
-@dataclasses.dataclass(frozen=True)
-class MappingInfo:
-    """How a traced signature of a ``StatefulMapping`` is mapped (its strategy's record).
-
-    ``StatefulMapping._analyze`` makes it and ``build_mapped_program`` reads it;
-    every field is also an attribute of the same name.
-
-    Args:
-        axis_size: the number of lanes.
-        axis_name: the axis name bound in the program (the user's; a private one when a
-            lane must find its index and the user gave none; else None).
-        in_modes: per input state: its mapped axis, None (broadcast) or ``'split'``
-            (a state that gives each lane its own value, such as a random key).
-        split_positions: indices into ``in_states`` of the split states.
-        lane_written_mask: per written state, whether the lanes return it (split
-            states are written from the split instead).
-        lane_written_axes: the out axis of each lane-written state.
-        created_axes: the out axis of each state created during the trace.
-        leaf_axes: the mapped axis of each dynamic argument leaf.
-        leaf_positions: the positional index of each dynamic leaf (None for keywords).
-        mapped_inputs: whether any argument or state is mapped (else a lane index is).
-        out_varying: per output leaf, whether it differs across lanes.
-        arg_avals: the (batched) abstract value of each dynamic argument leaf.
-        nested_pmap: a pmap2 traced inside another pmap2 (its axis is vectorised).
-    """
-
-    axis_size: int
-    axis_name: Hashable | None
-    in_modes: tuple[Any, ...]
-    split_positions: tuple[int, ...]
-    lane_written_mask: tuple[bool, ...]
-    lane_written_axes: tuple[Any, ...]
-    created_axes: tuple[Any, ...]
-    leaf_axes: tuple[Any, ...]
-    leaf_positions: tuple[Any, ...]
-    mapped_inputs: bool
-    out_varying: tuple[bool, ...]
-    arg_avals: tuple[Any, ...]
-    nested_pmap: bool
-
-
 class StatefulMapping(StatefulFunction, Generic[P, R]):
     """Map a function that reads and writes States over an axis, with a cached compiled program.
 
@@ -137,8 +96,10 @@ class StatefulMapping(StatefulFunction, Generic[P, R]):
         out_axes: as in ``jax.vmap``, for the return value.
         state_in_axes: which states are mapped on the way in: ``{axis: filter}``
             (``axis`` may be None = broadcast), a single filter (= ``{0: filter}``),
-            a State, a list of States, or None. The first matching entry wins.
-            States no entry claims are broadcast.
+            a State, a list of States, None, or rules already parsed
+            (``parse_state_rules``). The first matching entry wins. States no
+            entry claims are broadcast. Only the parsed rules are kept;
+            ``state_in_axes`` / ``state_out_axes`` read them back as a dict.
         state_out_axes: the same, for the new values of written states (and of
             states the function creates).
         unexpected_out_state_mapping: what to do with a written state that no
@@ -228,10 +189,9 @@ class StatefulMapping(StatefulFunction, Generic[P, R]):
         self.origin_fun = fun
         self.in_axes = in_axes
         self.out_axes = out_axes
-        self.state_in_axes = normalize_state_axes(state_in_axes, "state_in_axes")
-        self.state_out_axes = normalize_state_axes(state_out_axes, "state_out_axes")
-        self._in_rules: StateRules[Any] = StateRules.from_keyed_values(self.state_in_axes)
-        self._out_rules: StateRules[Any] = StateRules.from_keyed_values(self.state_out_axes)
+        # Only the parsed rules are kept (vmap2, pmap2 and Map pass them parsed already).
+        self._in_rules: StateRules[Any] = parse_state_rules(state_in_axes, "state_in_axes", "StatefulMapping")
+        self._out_rules: StateRules[Any] = parse_state_rules(state_out_axes, "state_out_axes", "StatefulMapping")
         self.unexpected_out_state_mapping = unexpected_out_state_mapping
         self.axis_size = axis_size
         self.axis_name = axis_name
@@ -245,6 +205,16 @@ class StatefulMapping(StatefulFunction, Generic[P, R]):
     if TYPE_CHECKING:  # the call takes what `fun` takes; the result is `fun`'s, mapped
 
         def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R: ...
+
+    @property
+    def state_in_axes(self) -> dict[Any, Any]:
+        """``{axis: filter}``: the ``state_in_axes`` rules, in priority order (the first match wins)."""
+        return self._in_rules.as_dict()
+
+    @property
+    def state_out_axes(self) -> dict[Any, Any]:
+        """``{axis: filter}``: the ``state_out_axes`` rules, in priority order (the first match wins)."""
+        return self._out_rules.as_dict()
 
     def _identity_options(self) -> Hashable:
         return (
@@ -367,20 +337,25 @@ class StatefulMapping(StatefulFunction, Generic[P, R]):
     def _state_input_avals(self, ctx: _MappingTrace, state: State[Any], value: Any) -> Any:
         paths = ctx.paths
         axis = self._in_axis(state, value, paths)
-        if axis is not None and state.splits_across_lanes(value):
+        if splits_per_lane(state, value, kept_whole=axis is None):
             # One value for the whole call: give every lane its own part (an explicit
             # None in state_in_axes instead broadcasts the same value to all lanes).
-            ctx.modes[id(state)] = _SPLIT
+            ctx.modes[id(state)] = SPLIT
             return super()._state_input_avals(ctx, state, value)
         if axis is _UNDECLARED or axis is None:
             ctx.modes[id(state)] = None
             return super()._state_input_avals(ctx, state, value)
-        label = self._state_label(state, paths)
+        # Described only if a message needs it: describing every mapped state would cost
+        # a first call more than the rest of the analysis.
+        label = _StateLabel(state, paths.get(id(state)))
         avals = []
         leaves, treedef = jax.tree.flatten(value)
         for leaf in leaves:
             aval = jax.typeof(leaf)
-            ax = check_axis(axis, len(aval.shape), f"{label} (from state_in_axes)", aval.shape)
+            ndim = len(aval.shape)
+            in_range = type(axis) is int and -ndim <= axis < ndim
+            # (Out of range, check_axis raises: only then is the label made.)
+            ax = axis % ndim if in_range else check_axis(axis, ndim, f"{label} (from state_in_axes)", aval.shape)
             ctx.sizes.append((aval.shape[ax], label))
             avals.append(remove_axis(aval, ax))
         ctx.modes[id(state)] = axis if axis >= 0 else axis + len(jax.typeof(leaves[0]).shape)
@@ -399,8 +374,7 @@ class StatefulMapping(StatefulFunction, Generic[P, R]):
         modes = ctx.modes
         size = self._decide_axis_size(ctx.sizes)
         in_modes = tuple(modes[id(s)] for s in trace.in_states)
-        split_positions = tuple(k for k, m in enumerate(in_modes) if m == _SPLIT)
-        split_ids = {id(trace.in_states[k]) for k in split_positions}
+        split_positions, lane_written_mask = split_layout(trace, in_modes)
 
         axis_name = self.axis_name
         if axis_name is None and self.mapping_fn is not jax.vmap:
@@ -413,22 +387,22 @@ class StatefulMapping(StatefulFunction, Generic[P, R]):
 
         read_ids = {id(s) for s in trace.in_states}
         lane_written_axes: list[Any] = []
-        lane_written_mask: list[bool] = []
         i = 0
-        for state, treedef in zip(trace.out_states, trace.out_state_defs, strict=False):
+        for state, treedef, lane_written in zip(
+            trace.out_states, trace.out_state_defs, lane_written_mask, strict=False
+        ):
             n = treedef.num_leaves
             state_varies = any(state_varying[i : i + n])
             i += n
-            if id(state) in split_ids:
-                lane_written_mask.append(False)
+            if not lane_written:  # a split state: written from the split
                 continue
-            lane_written_mask.append(True)
             read = id(state) in read_ids
             lane_written_axes.append(self._out_axis(state, state_varies, paths, size, modes.get(id(state)), read))
-            if n:
+            in_mode, out_axis = modes.get(id(state)), lane_written_axes[-1]
+            if n and isinstance(in_mode, int) and isinstance(out_axis, int):
                 ndim = max(1, jax.numpy.ndim(jax.tree.leaves(state._value)[0]))
-                label = self._state_label(state, paths)
-                check_state_in_out_axes(self.name, label, modes.get(id(state)), lane_written_axes[-1], ndim)
+                if in_mode % ndim != out_axis % ndim:  # (the label is made for the message only)
+                    check_state_in_out_axes(self.name, self._state_label(state, paths), in_mode, out_axis, ndim)
         created_axes = []
         for state, treedef in zip(trace.created_states, trace.out_state_defs[len(trace.out_states) :], strict=True):
             n = treedef.num_leaves
@@ -440,7 +414,7 @@ class StatefulMapping(StatefulFunction, Generic[P, R]):
             axis_name=axis_name,
             in_modes=in_modes,
             split_positions=split_positions,
-            lane_written_mask=tuple(lane_written_mask),
+            lane_written_mask=lane_written_mask,
             lane_written_axes=tuple(lane_written_axes),
             created_axes=tuple(created_axes),
             leaf_axes=tuple(ctx.leaf_axes),
@@ -546,17 +520,17 @@ class StatefulMapping(StatefulFunction, Generic[P, R]):
         read: bool = False,
     ) -> Any:
         axis = self._out_rules.value_for(paths.get(id(state), ()), state, _UNDECLARED)
-        label = self._state_label(state, paths)
         if axis is not _UNDECLARED:
             if axis is None and varies:
                 raise BatchAxisError(
-                    f"{self.name}: {label} is declared unmapped (None) in state_out_axes, but its "
-                    "new value differs across the mapped axis. Declare an int axis for it, or "
+                    f"{self.name}: {self._state_label(state, paths)} is declared unmapped (None) in "
+                    "state_out_axes, but its new value differs across the mapped axis. Declare an int axis for it, or "
                     "reduce it over the axis (e.g. with jax.lax.pmean) before writing it."
                 )
             return axis
         if not varies:
             return None
+        label = self._state_label(state, paths)
         policy = self.unexpected_out_state_mapping
         # A state that came in mapped goes out on the same axis; otherwise axis 0.
         axis = in_mode if isinstance(in_mode, int) else 0
@@ -603,8 +577,6 @@ class StatefulMapping(StatefulFunction, Generic[P, R]):
             trace, info, self.mapping_fn, self.mapping_kwargs, self.out_axes, self._donate_positions
         )
         named(program, self.name)
-        split_states = tuple(trace.in_states[k] for k in info.split_positions)
-        lane_written = tuple(s for s, keep in zip(trace.out_states, info.lane_written_mask, strict=True) if keep)
         # jax.pmap compiles whatever runs it; a jax.vmap program can run op by op.
         eager = program if not compiled and self.eager_first_call else None
         if compiled:  # jax.pmap donates by itself: a second pmap with the states donated
@@ -624,7 +596,7 @@ class StatefulMapping(StatefulFunction, Generic[P, R]):
         return Program(
             run=program if compiled else jax.jit(program),
             donating=donating,
-            write_back=lane_written + trace.created_states + split_states,
+            write_back=lane_write_back(trace, info.split_positions, info.lane_written_mask),
             eager=eager,
         )
 
@@ -683,6 +655,22 @@ class StatefulMapping(StatefulFunction, Generic[P, R]):
             f"state_in_axes={self.state_in_axes!r}, state_out_axes={self.state_out_axes!r}, "
             f"axis_name={self.axis_name!r}, axis_size={self.axis_size!r})"
         )
+
+
+class _StateLabel:
+    """A state's label (``state_label``), made when a message formats it."""
+
+    __slots__ = ("_state", "_path")
+
+    def __init__(self, state: State[Any], path: tuple[Any, ...] | None) -> None:
+        self._state = state
+        self._path = path
+
+    def __str__(self) -> str:
+        return state_label(self._state, self._path)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
 
 
 class _Undeclared:

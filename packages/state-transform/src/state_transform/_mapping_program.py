@@ -1,22 +1,59 @@
-"""Building the program of a mapping strategy: the traced lane wrapped in ``jax.vmap`` / ``jax.pmap``."""
+"""A mapping strategy's program: its record (``MappingInfo``) and the lane wrapped in ``jax.vmap`` / ``jax.pmap``."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jax
 
 from state_core.engine import Trace, jaxpr_evaluator, merger
 
-from ._lanes import split_before_mapping, split_inside_lane
+from ._lanes import SPLIT, kept_writes, split_before_mapping, split_inside_lane
 
-if TYPE_CHECKING:
-    from ._mapping import MappingInfo
+__all__ = ["MappingInfo", "build_mapped_program"]
 
-__all__ = ["build_mapped_program"]
 
-_SPLIT = "split"
+@dataclasses.dataclass(frozen=True)
+class MappingInfo:
+    """How a traced signature of a ``StatefulMapping`` is mapped (its strategy's record).
+
+    ``StatefulMapping._analyze`` makes it and ``build_mapped_program`` reads it;
+    every field is also an attribute of the same name.
+
+    Args:
+        axis_size: the number of lanes.
+        axis_name: the axis name bound in the program (the user's; a private one when a
+            lane must find its index and the user gave none; else None).
+        in_modes: per input state: its mapped axis, None (broadcast) or ``'split'``
+            (a state that gives each lane its own value, such as a random key).
+        split_positions: indices into ``in_states`` of the split states.
+        lane_written_mask: per written state, whether the lanes return it (split
+            states are written from the split instead).
+        lane_written_axes: the out axis of each lane-written state.
+        created_axes: the out axis of each state created during the trace.
+        leaf_axes: the mapped axis of each dynamic argument leaf.
+        leaf_positions: the positional index of each dynamic leaf (None for keywords).
+        mapped_inputs: whether any argument or state is mapped (else a lane index is).
+        out_varying: per output leaf, whether it differs across lanes.
+        arg_avals: the (batched) abstract value of each dynamic argument leaf.
+        nested_pmap: a pmap2 traced inside another pmap2 (its axis is vectorised).
+    """
+
+    axis_size: int
+    axis_name: Hashable | None
+    in_modes: tuple[Any, ...]
+    split_positions: tuple[int, ...]
+    lane_written_mask: tuple[bool, ...]
+    lane_written_axes: tuple[Any, ...]
+    created_axes: tuple[Any, ...]
+    leaf_axes: tuple[Any, ...]
+    leaf_positions: tuple[Any, ...]
+    mapped_inputs: bool
+    out_varying: tuple[bool, ...]
+    arg_avals: tuple[Any, ...]
+    nested_pmap: bool
 
 
 def build_mapped_program(
@@ -80,11 +117,10 @@ def build_mapped_program(
         if lanes is not None:
             dyn_leaves = dyn_leaves[:-1]
         out, written, created = evaluate(values, dyn_leaves)
-        kept = [v for v, keep in zip(written, mask, strict=True) if keep]
-        return out, kept + created, next_values
+        return out, kept_writes(written, mask) + created, next_values
 
     split_axis = 0 if split_before else None
-    in_axes = [split_axis if m == _SPLIT else m for m in info.in_modes]
+    in_axes = [split_axis if m is SPLIT else m for m in info.in_modes]
     leaf_axes = list(info.leaf_axes)
     if lanes is not None:
         leaf_axes.append(0)

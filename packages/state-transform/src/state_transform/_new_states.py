@@ -3,9 +3,11 @@
 A strategy on the mapping engine: ``module.init_all_states(**kwargs)`` is traced
 once per lane, and every State it creates comes out of the mapped program with the
 axis its ``state_out_axes`` rule names (axis 0 by default). The call runs once, so
-its ``jax.vmap`` program runs op by op (compiling a program that runs once costs far
-more than running it). ``run_creating_states`` is that core for any function; the
-function form ``vmap_new_states`` uses it too.
+eagerly the function itself runs once under an eager ``jax.vmap`` (``_new_states_eager``:
+compiling a program that runs once costs far more than running it, and tracing it
+first would do its work twice); inside a trace the mapping is traced and compiled.
+``run_creating_states`` is that core for any function; the function form
+``vmap_new_states`` uses it too.
 """
 
 from __future__ import annotations
@@ -20,12 +22,13 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from state_core import BatchAxisError, NonBatchState, State, active_trace_stacks, catch_new_states, collect_states
-from state_core.engine import StateRules, Trace, is_eager
+from state_core.engine import StateRules, Trace, is_eager, state_label, write_state_values
 
-from ._axes import normalize_state_axes
 from ._mapping import MappingInfo, StatefulMapping
+from ._new_states_eager import EagerRun, commit, eager_run_possible, run_eagerly
+from ._rules import parse_state_rules
 
-__all__ = ["vmap2_new_states", "pmap2_new_states", "in_new_state_probe"]
+__all__ = ["vmap2_new_states", "pmap2_new_states"]
 
 
 class _NewStateMapping(StatefulMapping):
@@ -40,9 +43,18 @@ class _NewStateMapping(StatefulMapping):
         self._root = root
         self._new_rules = rules
         self._shared = True  # a one-shot call: its trace (and the States it made) is never reused
+        self._root_paths: dict[int, tuple[Any, ...]] = {}
+
+    def _analyze(self, ctx: Any, trace: Trace, dyn_args: tuple[Any, ...], dyn_kwargs: dict[str, Any]) -> MappingInfo:
+        self._root_paths = {}  # the paths of this trace's states (a new trace makes new ones)
+        return super()._analyze(ctx, trace, dyn_args, dyn_kwargs)
 
     def _created_axis(self, state: State[Any], varies: bool, paths: dict[int, tuple[Any, ...]]) -> Any:
-        path = collect_states(self._root).paths_by_state().get(id(state), ()) if self._root is not None else ()
+        path = self._root_paths.get(id(state)) if self._root is not None else ()
+        if path is None:
+            # One walk of the object graph for all the states the run created (not one each).
+            self._root_paths = collect_states(self._root).paths_by_state()
+            path = self._root_paths.get(id(state), ())
         axis = self._new_rules.value_for(path, state, 0)
         if axis is None and varies:
             raise BatchAxisError(
@@ -54,13 +66,12 @@ class _NewStateMapping(StatefulMapping):
         return axis
 
 
-def new_state_rules(state_out_axes: Any, shared: Any = None) -> StateRules[Any]:
+def new_state_rules(state_out_axes: Any, who: str, shared: Any = None) -> StateRules[Any]:
     """NonBatchState (and ``shared``) first on axis None, then the user's rules; the rest go on axis 0."""
-    user = normalize_state_axes(state_out_axes, "state_out_axes")
     first: list[tuple[Any, Any]] = [(None, NonBatchState)]
     if shared is not None:
         first.append((None, shared))
-    return StateRules([*first, *user.items()])
+    return StateRules(first).then(parse_state_rules(state_out_axes, "state_out_axes", who))
 
 
 def _check_init_target(module: Any, init_kwargs: Any, fn_name: str) -> dict[Any, Any]:
@@ -99,7 +110,7 @@ def _map_new_states(
     def init() -> None:
         module.init_all_states(**init_kwargs)
 
-    rules = new_state_rules(state_out_axes)
+    rules = new_state_rules(state_out_axes, fn_name)
     _, groups = run_creating_states(
         fn_name, init, (), {}, module, rules, state_tag, axis_size=axis_size, in_axes=(), **mapping_kwargs
     )
@@ -122,7 +133,30 @@ def run_creating_states(
     where the new states' paths are looked up for path filters (None: no paths);
     ``options`` are ``StatefulMapping``'s (``in_axes``, ``axis_size``, ``mapping_fn`` ...).
     """
-    caught: list[State[Any]] = []
+    eager: bool | None = None
+    while True:
+        caught: list[State[Any]] = []
+        mapping = _NewStateMapping(root, _catching(fun, state_tag, caught), rules, fn_name, **options)
+        if eager is None:
+            eager = eager_run_possible(mapping, args, kwargs)
+        done = run_eagerly(mapping, args, kwargs) if eager else None
+        if done is None:
+            eager = False
+            done = _run_traced(mapping, args, kwargs)
+        paths = collect_states(root).paths_by_state() if root is not None else {}
+        groups, finished, values = _group_new_states(caught, done, paths, rules, fn_name)
+        # Every value is made before any is stored: the one write-back stores them all or
+        # none, refuses tracers of a plain jax.jit around this call, and records the
+        # writes on the trace stacks of a state-aware one.
+        if commit([*done.states, *finished], [*done.values, *values], done.split_from, done.created, fn_name):
+            return done.out, groups
+        # Another thread drew from a random stream while the lanes used its key: run the
+        # call again, traced, under the streams' locks (no key is handed out twice).
+        eager = False
+
+
+def _catching(fun: Callable[..., Any], state_tag: str | None, caught: list[State[Any]]) -> Callable[..., Any]:
+    """``fun`` that leaves the States it creates in ``caught`` (tagged with ``state_tag``)."""
 
     def run(*a: Any, **kw: Any) -> Any:
         with catch_new_states(state_tag) as catcher:
@@ -130,32 +164,57 @@ def run_creating_states(
         caught[:] = catcher.get_states()
         return out
 
-    mapping = _NewStateMapping(root, run, rules, fn_name, **options)
+    return run
+
+
+def _run_traced(mapping: _NewStateMapping, args: tuple[Any, ...], kwargs: dict[str, Any]) -> EagerRun:
+    """Run the call through the traced mapping; it stores the states that left the program itself."""
     out = mapping(*args, **kwargs)
     trace: Trace = mapping.get_traced_call()
     info: MappingInfo = mapping._entry(None).info
-    mapped = dict(zip(trace.created_states, info.created_axes, strict=True))
-    paths = collect_states(root).paths_by_state() if root is not None else {}
-    size = info.axis_size
+    return EagerRun(out, info.axis_size, dict(zip(trace.created_states, info.created_axes, strict=True)))
+
+
+def _group_new_states(
+    caught: list[State[Any]], done: EagerRun, paths: dict[int, tuple[Any, ...]], rules: StateRules[Any], who: str
+) -> tuple[dict[Any, list[State[Any]]], list[State[Any]], list[Any]]:
+    """``(groups, states, values)``: the new states by axis, and the copies still to store."""
+    mapped = done.created_axes
     groups: dict[Any, list[State[Any]]] = {}
+    finished: list[State[Any]] = []
+    values: list[Any] = []
     for state in caught:
-        if state in mapped:
-            axis = mapped[state]
-        else:
-            # Created with a value known at trace time (the same on every copy): copies made here.
-            axis = rules.value_for(paths.get(id(state), ()), state, 0)
-            if axis is not None:
-                state.restore_value(jax.tree.map(lambda x, a=axis: _copies(x, size, a), state._value))
-        if axis is None:
+        traced = state in mapped
+        axis = mapped[state] if traced else rules.value_for(paths.get(id(state), ()), state, 0)
+        if axis is not None and not traced:
+            # Created with a value known before mapping (the same on every copy): copies made here.
+            finished.append(state)
+            values.append(_copies(state, done.axis_size, axis, f"{who}: {state_label(state, paths.get(id(state)))}"))
+        elif axis is None:
             # A shared constant made while tracing can be one of JAX's typed Python scalars.
-            state.restore_value(jax.tree.map(jnp.asarray, state._value))
+            finished.append(state)
+            values.append(jax.tree.map(jnp.asarray, state._value))
         groups.setdefault(axis, []).append(state)
-    return out, groups
+    return groups, finished, values
 
 
-def _copies(x: Any, n: int, axis: int) -> jax.Array:
-    x = jnp.asarray(x)
-    return jnp.repeat(jnp.expand_dims(x, axis), n, axis=axis)
+def _copies(state: State[Any], n: int, axis: int, where: str) -> Any:
+    """``n`` copies of ``state``'s value stacked on ``axis`` (``where`` names it in the error)."""
+
+    def stack(x: Any) -> jax.Array:
+        x = jnp.asarray(x)
+        if not -(x.ndim + 1) <= axis <= x.ndim:
+            raise ValueError(
+                f"{where} has shape {x.shape}, so its copies can go on an axis "
+                f"in [{-(x.ndim + 1)}, {x.ndim}], but state_out_axes puts them on axis {axis}. "
+                "Use an axis in that range for it in state_out_axes. No state was written."
+            )
+        # One broadcast (a single eager operation) makes the n copies.
+        at = axis % (x.ndim + 1)
+        dims = tuple(d if d < at else d + 1 for d in range(x.ndim))
+        return jax.lax.broadcast_in_dim(x, (*x.shape[:at], n, *x.shape[at:]), dims)
+
+    return jax.tree.map(stack, state._value)
 
 
 def vmap2_new_states(
@@ -276,39 +335,14 @@ def pmap2_new_states(
         )
     groups = _map_new_states("pmap2_new_states", module, init_kwargs, state_tag, axis_size, state_out_axes, {})
     mesh = Mesh(np.array(targets[:axis_size]), ("copies",))
-    for axis, states in groups.items():
-        if axis is None:
-            continue  # one shared copy
-        for state in states:
-            leaves = jax.tree.leaves(state._value)
-            at = axis % jnp.ndim(leaves[0]) if leaves else 0
-            state.restore_value(jax.device_put(state._value, NamedSharding(mesh, P(*([None] * at), "copies"))))
+    spread = [(state, axis) for axis, states in groups.items() if axis is not None for state in states]  # None: shared
+    placed = [jax.device_put(state._value, NamedSharding(mesh, _copies_spec(state, axis))) for state, axis in spread]
+    write_state_values([state for state, _ in spread], placed, "pmap2_new_states", every_value=True)
     return groups
 
 
-def in_new_state_probe() -> bool:
-    """Whether a ``*_new_states`` call is running a discovery pass of ``init_state``: always False here.
-
-    Libraries whose ``vmap2_new_states`` runs the initialiser twice (once unmapped,
-    to discover the states it creates, then mapped) let one-shot side effects
-    skip the first pass by asking this. ``vmap2_new_states`` and
-    ``pmap2_new_states`` here run the initialiser once, mapped, so there is no
-    discovery pass; code guarded by this function runs unchanged.
-
-    Returns:
-        False.
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> from state_core import ParamState
-        >>> from state_transform import in_new_state_probe, vmap2_new_states
-        >>> passes = []
-        >>> class Cell:
-        ...     def init_all_states(self):
-        ...         passes.append(in_new_state_probe())
-        ...         self.w = ParamState(jnp.zeros(2))
-        >>> _ = vmap2_new_states(Cell(), {}, axis_size=3)
-        >>> passes
-        [False]
-    """
-    return False
+def _copies_spec(state: State[Any], axis: int) -> P:
+    """The PartitionSpec that puts one copy of ``state`` on each device: its copies' axis split."""
+    leaves = jax.tree.leaves(state._value)
+    at = axis % jnp.ndim(leaves[0]) if leaves else 0
+    return P(*([None] * at), "copies")
