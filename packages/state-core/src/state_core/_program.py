@@ -312,10 +312,10 @@ class Program:
             (``donate_argnums`` on its first argument): run when nothing but their
             States refers to them, so their buffers are updated in place; None (the
             default) when the program cannot reuse them.
-        donating_new_values_first: set by the pipeline (strategies leave the default
-            False) when ``donating`` returns ``(new values, output)``: the order in which
-            XLA gives each donated buffer to the state's own new value (the donating
-            form ``StatefulFunction._donating`` makes).
+        donating_new_values_first: ``donating`` returns ``(new values, output)``, the
+            order in which XLA gives each donated buffer to the state's own new value
+            (the donating form whose fields ``StatefulFunction._donating`` returns);
+            default False, the order of ``run``.
         keeps_layout_on_one_device: set by the pipeline (strategies leave the
             default False): the program runs on one device and gives every written
             state a value of its shape and dtype, so with all its inputs on one
@@ -378,7 +378,9 @@ class CacheEntry(Generic[InfoT]):
         trace: the frozen ``Trace``.
         info: what the transform's strategy decided about the trace (its own frozen
             type, returned by ``_analyze``).
-        program: the frozen ``Program`` built from ``trace`` and ``info``.
+        program: the frozen ``Program`` built from ``trace`` and ``info``, or None
+            for a signature only traced so far (``StatefulFunction.trace``, a loop
+            body): its first run compiles it.
         graph: the ``GraphSnapshot`` of the object graph around the function, or None
             (no object-graph check).
         generation: the State-creation count (``GENERATION.value``) when the graph
@@ -423,7 +425,7 @@ class CacheEntry(Generic[InfoT]):
     )
 
     def __init__(
-        self, trace: Trace, info: InfoT, program: Program, graph: GraphSnapshot | None, generation: int
+        self, trace: Trace, info: InfoT, program: Program | None, graph: GraphSnapshot | None, generation: int
     ) -> None:
         self.trace = trace
         self.info = info
@@ -452,7 +454,7 @@ class CacheEntry(Generic[InfoT]):
             >>> CacheEntry(trace, None, program, None, 0).block
             False
         """
-        return self.program.block
+        return self.program is not None and self.program.block
 
     def __repr__(self) -> str:
         return f"CacheEntry({self.trace!r})"

@@ -55,17 +55,13 @@ def _shapes_kept(trace: Trace, program: Program, leaves: Sequence[Any], may_dona
     return True
 
 
-# Marks a donating form made by ``StatefulFunction._donating``: it returns ``(new values,
-# output)``. XLA gives a donated input's buffer to the first output of its shape and
-# dtype, in output order: with the output first, an output shaped like a written state
-# takes that state's buffer and shifts every later pairing by one, which XLA compiles
-# markedly slower (a fifth slower for a thousand states). New values first pair each
-# state's buffer with its own new value, as ``donate_argnums`` on a hand-written step does.
-_NEW_VALUES_FIRST = "_state_new_values_first"
-
-
 def _new_values_first(pure: Callable[..., tuple[Any, Any]]) -> Callable[..., tuple[Any, Any]]:
     """``pure`` returning ``(new values, output)`` instead of ``(output, new values)`` (same name)."""
+    # XLA gives a donated input's buffer to the first output of its shape and dtype, in
+    # output order: with the output first, an output shaped like a written state takes
+    # that state's buffer and shifts every later pairing by one, which XLA compiles
+    # markedly slower (a fifth slower for a thousand states). New values first pair each
+    # state's buffer with its own new value, as ``donate_argnums`` on a hand-written step does.
 
     def program(*args: Any) -> tuple[Any, Any]:
         out, new_values = pure(*args)

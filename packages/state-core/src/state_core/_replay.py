@@ -227,6 +227,8 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
         (Array(6., dtype=float32), Array(3., dtype=float32))
     """
     trace, program = entry.trace, entry.program
+    if program is None:
+        raise ValueError("program_runner: the entry has no program yet (it was only traced); compile it first.")
     compiled = program.run
     donating = program.donating
     eager: list[Callable[..., Any] | None] = [program.eager]

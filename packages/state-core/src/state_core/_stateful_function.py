@@ -30,7 +30,7 @@ from ._identity import Unshareable, callable_identity
 from ._introspection import StatefulFunctionIntrospection
 from ._jax_internals import ArrayImpl, api_boundary, open_jaxpr
 from ._program import CacheEntry, Program, Trace, jaxpr_evaluator
-from ._pure_program import _NEW_VALUES_FIRST, _new_values_first, _shapes_kept, _written_nbytes, named, pure_program
+from ._pure_program import _new_values_first, _shapes_kept, _written_nbytes, named, pure_program
 from ._registry import keep_alive_with, shared_record
 from ._replay import (
     STATES_CHANGED,
@@ -215,21 +215,25 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
         return Program(
             run=jax.jit(pure),
             write_back=trace.write_states,
-            donating=self._donating(jax.jit, pure, trace),
             eager=pure if self.eager_first_call else None,
+            **self._donating(jax.jit, pure, trace),
         )
 
-    def _donating(self, jit: Callable[..., Any], pure: Callable[..., Any], trace: Trace, **kwargs: Any) -> Any:
-        """``jit(pure, donate_argnums=(0,), **kwargs)``: the program with the written states' values
-        donated, or None when this function does not donate, writes no input state, runs
+    def _donating(
+        self, jit: Callable[..., Any], pure: Callable[..., Any], trace: Trace, **kwargs: Any
+    ) -> dict[str, Any]:
+        """The ``Program`` fields of the donating form: ``jit(pure, donate_argnums=(0,), **kwargs)``
+        (the program with the written states' values donated) and the order of its results,
+        or no fields when this function does not donate, writes no input state, runs
         inside another trace or writes less than ``donation_min_bytes()``."""
         if not self.donate_states or not trace.rw_index or CTX.stacks or _written_nbytes(trace) < donation_min_bytes():
-            return None  # (a jax.jit object costs a small program's first call about 1%)
+            return {}  # (a jax.jit object costs a small program's first call about 1%)
         if "out_shardings" in kwargs:  # a prefix of the (output, new values) tuple: keep its order
-            return jit(pure, donate_argnums=(0,), **kwargs)
-        donating = jit(_new_values_first(pure), donate_argnums=(0,), **kwargs)
-        setattr(donating, _NEW_VALUES_FIRST, True)  # read by _new_entry (Program.donating_new_values_first)
-        return donating
+            return {"donating": jit(pure, donate_argnums=(0,), **kwargs)}
+        return {
+            "donating": jit(_new_values_first(pure), donate_argnums=(0,), **kwargs),
+            "donating_new_values_first": True,
+        }
 
     def _runs_on_several_devices(self, trace: Trace, info: Any) -> bool:
         """Whether the program spans several devices (it then blocks before write-back)."""
@@ -270,8 +274,14 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
             context=trace_context(),
         )
 
-    def _new_entry(self, args: tuple[Any, ...], kwargs: dict[str, Any], key: Hashable) -> CacheEntry[Any]:
-        """Trace and compile a new signature (the caller holds the trace lock)."""
+    def _new_entry(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], key: Hashable, compile_program: bool
+    ) -> CacheEntry[Any]:
+        """Trace a new signature, and compile it if ``compile_program`` (the caller holds the trace lock).
+
+        An entry traced without its program (``trace``, ``make_jaxpr``, a loop body)
+        gets it at the first call that runs it (``_with_program``).
+        """
         _, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs = self._signature(args, kwargs)
         roots = self.__graph_roots__()
         generation = GENERATION.value
@@ -281,18 +291,35 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
         with recording_call_contexts() as env_reads:
             trace = self._trace(ctx, key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs)
         info = self._analyze(ctx, trace, dyn_args, dyn_kwargs)
+        graph = snapshot_graph(before, trace.states) if before is not None else None
+        entry: CacheEntry[Any] = CacheEntry(trace, info, None, graph, generation)
+        entry.env_reads = env_reads or None
+        entry.runner = _not_compiled
+        if compile_program:
+            self._add_program(entry, leaves)
+        if trace.cacheable:
+            self._cache.put(key, entry)
+            # States the call creates are new at every call: they cannot keep programs for the next.
+            created = {id(s) for s in trace.created_states}
+            keep_alive_with(self._record, [s for s in trace.states if id(s) not in created])
+        self._last = entry
+        return entry
+
+    def _add_program(self, entry: CacheEntry[Any], leaves: Sequence[Any]) -> None:
+        """Compile ``entry``'s trace (the strategy's ``_compile``), settle what the pipeline decides, set its runner."""
+        trace, info = entry.trace, entry.info
         program = self._compile(trace, info)
-        if program.donating is not None and getattr(program.donating, _NEW_VALUES_FIRST, False):
-            program = dataclasses.replace(program, donating_new_values_first=True)
         jaxpr = open_jaxpr(trace.closed_jaxpr)
         may_fail = may_fail_at_run_time(jaxpr)  # (one walk of the jaxpr for both uses below)
-        if not program.block and (self._runs_on_several_devices(trace, info) or may_fail):
-            program = dataclasses.replace(program, block=True)
+        several_devices = self._runs_on_several_devices(trace, info)
+        settled: dict[str, Any] = {}
+        if not program.block and (several_devices or may_fail):
+            settled["block"] = True
         if program.eager is not None and not runs_cheaply_op_by_op(jaxpr):
-            program = dataclasses.replace(program, eager=None)  # it would compile twice
+            settled["eager"] = None  # it would compile twice
         if program.donating is not None:
             # Only a program on one device may donate from its first call (see program_runner).
-            one_device = not self._runs_on_several_devices(trace, info) and not spans_devices(jaxpr)
+            one_device = not several_devices and not spans_devices(jaxpr)
             if (
                 CTX.stacks
                 or _written_nbytes(trace) < donation_min_bytes()
@@ -304,20 +331,11 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
                 # that a one-shot eager call never uses); a program that may fail after dispatch
                 # must not have consumed the old values; a written value of another shape
                 # or dtype cannot take the old buffer (XLA would warn).
-                program = dataclasses.replace(program, donating=None)
+                settled["donating"] = None
             elif one_device:
-                program = dataclasses.replace(program, keeps_layout_on_one_device=True)
-        graph = snapshot_graph(before, trace.states) if before is not None else None
-        entry: CacheEntry[Any] = CacheEntry(trace, info, program, graph, generation)
-        entry.env_reads = env_reads or None
+                settled["keeps_layout_on_one_device"] = True
+        entry.program = dataclasses.replace(program, **settled) if settled else program
         entry.runner = program_runner(entry)
-        if trace.cacheable:
-            self._cache.put(key, entry)
-            # States the call creates are new at every call: they cannot keep programs for the next.
-            created = {id(s) for s in trace.created_states}
-            keep_alive_with(self._record, [s for s in trace.states if id(s) not in created])
-        self._last = entry
-        return entry
 
     # ------------------------------------------------------------------ choosing the program
     def _usable(self, entry: CacheEntry[Any], values: list[Any]) -> bool:
@@ -338,9 +356,9 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
         return True
 
     def _resolve(
-        self, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> tuple[CacheEntry[Any], list[Any], Sequence[Any]]:
-        """``(entry, input state values, dynamic leaves)`` for a call, tracing if needed.
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], compile_program: bool
+    ) -> tuple[CacheEntry[Any], Sequence[Any]]:
+        """``(entry, dynamic leaves)`` for a call, tracing if needed, and compiling if ``compile_program``.
 
         The entry is chosen by the arguments' signature, then checked against the
         current shapes/dtypes of its input states and the object graph; a mismatch
@@ -351,43 +369,54 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
         if entry is None and not self._shared:
             self._adopt_shared_record()
             entry = self._cache.get(key)
-        if entry is not None:
-            values = read_state_values(entry.trace.in_states)
-            if self._usable(entry, values):
-                self._last = entry
-                return entry, values, leaves
+        if entry is not None and self._usable(entry, read_state_values(entry.trace.in_states)):
+            self._last = entry
+            if compile_program and entry.program is None:
+                self._with_program(entry, leaves)
+            return entry, leaves
         with self._trace_lock:
             entry = self._cache.get(key)
-            if entry is not None:  # another thread may have traced it meanwhile
-                values = read_state_values(entry.trace.in_states)
-                if self._usable(entry, values):
-                    self._last = entry
-                    return entry, values, leaves
+            # (Another thread may have traced it meanwhile.)
+            if entry is not None and self._usable(entry, read_state_values(entry.trace.in_states)):
+                self._last = entry
+                if compile_program and entry.program is None:
+                    self._add_program(entry, leaves)
+                return entry, leaves
             stale = entry
             try:
                 # The stale entry stays readable (get_jaxpr_by_cache from another thread)
                 # until the new one replaces it ...
-                entry = self._new_entry(args, kwargs, key)
+                entry = self._new_entry(args, kwargs, key, compile_program)
             finally:
                 # ... and is dropped if none does (the trace failed, or is not cacheable).
                 if stale is not None and self._cache.get(key) is stale:
                     self._cache.pop(key)
-        return entry, read_state_values(entry.trace.in_states), leaves
+        return entry, leaves
 
-    def _lookup(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[CacheEntry[Any], Sequence[Any]]:
-        """``(entry, dynamic leaves)`` for a call, tracing if needed; writes no state (nor in enclosing traces)."""
+    def _with_program(self, entry: CacheEntry[Any], leaves: Sequence[Any]) -> None:
+        """Compile an entry traced without its program, once (another thread may be doing it)."""
+        with self._trace_lock:
+            if entry.program is None:
+                self._add_program(entry, leaves)
+
+    def _lookup(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], compile_program: bool = True
+    ) -> tuple[CacheEntry[Any], Sequence[Any]]:
+        """``(entry, dynamic leaves)`` for a call, tracing (and compiling) if needed; writes no state.
+
+        Nor does it record writes in enclosing traces.
+        """
         stacks = CTX.stacks
         if not stacks:
-            entry, _, leaves = self._resolve(args, kwargs)
-            return entry, leaves
+            return self._resolve(args, kwargs, compile_program)
         # A trace made here records the function's writes in every enclosing block too,
         # but looking a program up writes nothing (``lower`` / ``eval_shape`` inside an
         # outer trace): forget them. A call that then runs the program records its own.
         written_before = [set(stack._written) for stack in stacks]
-        entry, _, leaves = self._resolve(args, kwargs)
+        found = self._resolve(args, kwargs, compile_program)
         for stack, before in zip(stacks, written_before, strict=True):
             stack._written.intersection_update(before)
-        return entry, leaves
+        return found
 
     # ------------------------------------------------------------------ calling
     @api_boundary
@@ -448,7 +477,7 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
             >>> StatefulFunction(f).jaxpr_call([10.0], 2.0)
             ([Array(12., dtype=float32, weak_type=True)], Array(4., dtype=float32, weak_type=True))
         """
-        entry, leaves = self._lookup(args, kwargs)
+        entry, leaves = self._lookup(args, kwargs, compile_program=False)
         trace = entry.trace
         state_values = list(state_values)
         if len(state_values) != len(trace.in_states):
@@ -490,7 +519,7 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
             >>> [st.name for st in call.in_states], [st.name for st in call.out_states]
             (['s'], ['s'])
         """
-        return self._lookup(args, kwargs)[0].trace
+        return self._lookup(args, kwargs, compile_program=False)[0].trace
 
     def make_jaxpr(self, *args: Any, **kwargs: Any) -> Any:
         """Trace (if needed) for these arguments and return the closed jaxpr.
@@ -505,7 +534,7 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
             >>> print(StatefulFunction(lambda x: x * 2).make_jaxpr(1.0))
             { lambda ; a:f32[]. let b:f32[] = mul a 2.0:f32[] in (b,) }
         """
-        return self._lookup(args, kwargs)[0].trace.closed_jaxpr
+        return self._lookup(args, kwargs, compile_program=False)[0].trace.closed_jaxpr
 
     # ------------------------------------------------------------------ introspection
     def _entry(self, key: Hashable | None) -> CacheEntry[Any]:
@@ -665,3 +694,8 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
 
     def __repr__(self) -> str:
         return f"StatefulFunction({self.name}, {len(self._cache)} cached signature(s))"
+
+
+def _not_compiled(leaves: Sequence[Any], who: str, eager_ok: bool = False) -> Any:
+    """The runner of an entry traced without its program: runs nothing, so the caller resolves it (and compiles)."""
+    return STATES_CHANGED

@@ -184,9 +184,11 @@ class ShardedMapping(StatefulMapping):
         return dataclasses.replace(
             base,
             run=jax.jit(program, **shardings),
-            donating=self._donating(jax.jit, program, trace, **shardings),
             eager=None,
             prepare=_member_placer(trace.in_states, state_shardings, leaf_shardings, layout),
+            # (with out_shardings given, the donating form keeps the order of `run`)
+            donating=self._donating(jax.jit, program, trace, **shardings).get("donating"),
+            donating_new_values_first=False,
         )
 
 

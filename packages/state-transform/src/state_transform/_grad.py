@@ -228,9 +228,9 @@ class GradFunction(StatefulFunction, Generic[P, R]):
         return Program(
             run=jax.jit(program),
             write_back=trace.write_states,
-            donating=None if self.debug_nan else self._donating(jax.jit, program, trace),
             eager=program,
             check=None if raise_if_nan is None or nested else _checked_by(raise_if_nan),
+            **({} if self.debug_nan else self._donating(jax.jit, program, trace)),
         )
 
     def _nan_check(self, arg_tuple: tuple[int, ...]) -> Callable[[Any], None]:

@@ -294,11 +294,9 @@ class JittedFunction(StatefulFunction, Generic[P, R]):
         run = jax.jit(pure, donate_argnums=tuple(donate), **kwargs)
         # The written states' values (argument 0) are donated too when nothing else holds them.
         donating = self._donating(jax.jit, pure, trace, **kwargs)
-        if donating is not None and donate:
-            donating = jax.jit(pure, donate_argnums=(0, *donate), **kwargs)
-        return Program(
-            run=run, write_back=trace.write_states, donating=donating, prepare=prepare, placed_by=self._placed_by()
-        )
+        if donating and donate:  # (in the order of `run`: the user's donations pair as they would there)
+            donating = {"donating": jax.jit(pure, donate_argnums=(0, *donate), **kwargs)}
+        return Program(run=run, write_back=trace.write_states, prepare=prepare, placed_by=self._placed_by(), **donating)
 
     def _placed_by(self) -> tuple[tuple[str, Any], ...]:
         """Where the user's ``in_shardings`` / ``out_shardings`` place the program (a device error names them)."""
@@ -345,7 +343,8 @@ class JittedFunction(StatefulFunction, Generic[P, R]):
         """
         entry, leaves = self._lookup(args, kwargs)
         rw, ro = entry.trace.split_values(read_state_values(entry.trace.in_states))
-        # `_compile` builds the program with `jax.jit`.
+        # `_compile` builds the program with `jax.jit` (a lookup that compiles gives it one).
+        assert entry.program is not None
         compiled = cast(jax.stages.Wrapped, entry.program.run)
         return compiled.lower(rw, ro, *leaves)
 
@@ -382,7 +381,7 @@ class JittedFunction(StatefulFunction, Generic[P, R]):
             >>> jit(lambda x: x.sum(0)).eval_shape(jnp.ones((3, 4)))
             ShapeDtypeStruct(shape=(4,), dtype=float32)
         """
-        return self._lookup(args, kwargs)[0].trace.out_shapes
+        return self._lookup(args, kwargs, compile_program=False)[0].trace.out_shapes
 
     # On the class: this object; on an instance: the method bound to it, without `self`.
     @overload

@@ -71,6 +71,9 @@ class _MappingTrace:
     leaf_positions: list[Any] = dataclasses.field(default_factory=list)
     leaf_axes: list[Any] = dataclasses.field(default_factory=list)
     arg_avals: list[Any] = dataclasses.field(default_factory=list)
+    # The paths of the states the call created, from the object a one-shot
+    # initialisation fills (found at the first created state that needs one).
+    created_paths: dict[int, tuple[Any, ...]] | None = None
 
     def restart(self, size_guess: int) -> None:
         """Forget the first trace before tracing again with the axis size now known."""
@@ -129,6 +132,15 @@ class StatefulMapping(StatefulFunction, Generic[P, R]):
         donate_states: update the states the function writes in place when nothing
             but the State refers to the old value (the default); ``False`` always
             allocates new buffers.
+        cache_size: how many call signatures to keep compiled, as in
+            ``StatefulFunction`` (default 64, shared with equal mappings of the same
+            function; a mapping with its own size keeps its programs to itself).
+        donate_argnums: positional arguments whose buffers ``mapping_fn`` may reuse,
+            passed to it as its ``donate_argnums`` (only for a mapping function that
+            takes them, such as ``jax.pmap``; ``pmap2`` passes its own).
+        max_axis_size: returns the largest mapped size allowed, asked at each trace
+            (``pmap2`` passes its device count); a larger size raises ``ValueError``.
+            None (the default): no limit.
 
     States that the function reads, that no rule claims and that split across
     lanes (a ``state_random.RandomState`` holding a single key) give each lane its
@@ -173,10 +185,15 @@ class StatefulMapping(StatefulFunction, Generic[P, R]):
         *,
         keyword_axis: int | None = 0,
         donate_states: bool = True,
+        cache_size: int | None = None,
+        donate_argnums: int | Iterable[int] = (),
+        max_axis_size: Callable[[], int] | None = None,
     ) -> None:
         if isinstance(fun, State):
             raise TypeError("StatefulMapping maps a callable, not a State; read the state inside a function.")
-        super().__init__(fun, static_argnums, static_argnames, name=name, donate_states=donate_states)
+        super().__init__(
+            fun, static_argnums, static_argnames, name=name, donate_states=donate_states, cache_size=cache_size
+        )
         if unexpected_out_state_mapping not in _POLICIES:
             raise ValueError(
                 f"unexpected_out_state_mapping must be one of {_POLICIES}, got {unexpected_out_state_mapping!r}."
@@ -197,10 +214,8 @@ class StatefulMapping(StatefulFunction, Generic[P, R]):
         self.axis_name = axis_name
         self.mapping_fn = mapping_fn
         self.mapping_kwargs = dict(mapping_kwargs or {})
-        # Set by pmap2: how many devices there are to map over, and which user
-        # positional arguments to donate.
-        self._device_limit: Callable[[], int] | None = None
-        self._donate_positions: frozenset[int] = frozenset()
+        self._device_limit = max_axis_size
+        self._donate_positions = frozenset((donate_argnums,) if isinstance(donate_argnums, int) else donate_argnums)
 
     if TYPE_CHECKING:  # the call takes what `fun` takes; the result is `fun`'s, mapped
 
@@ -406,7 +421,7 @@ class StatefulMapping(StatefulFunction, Generic[P, R]):
         created_axes = []
         for state, treedef in zip(trace.created_states, trace.out_state_defs[len(trace.out_states) :], strict=True):
             n = treedef.num_leaves
-            created_axes.append(self._created_axis(state, any(state_varying[i : i + n]), paths))
+            created_axes.append(self._created_axis(state, any(state_varying[i : i + n]), ctx))
             i += n
         check_out_axes(self.out_axes, trace.out_shapes, self.name)
         return MappingInfo(
@@ -497,8 +512,9 @@ class StatefulMapping(StatefulFunction, Generic[P, R]):
             )
         return size
 
-    def _created_axis(self, state: State[Any], varies: bool, paths: dict[int, tuple[Any, ...]]) -> Any:
+    def _created_axis(self, state: State[Any], varies: bool, ctx: _MappingTrace) -> Any:
         """The out axis of a state created during the trace: as declared, else stacked when it varies."""
+        paths = ctx.paths
         axis = self._out_rules.value_for(paths.get(id(state), ()), state, _UNDECLARED)
         if axis is _UNDECLARED:
             return 0 if varies else None
@@ -579,10 +595,10 @@ class StatefulMapping(StatefulFunction, Generic[P, R]):
         named(program, self.name)
         # jax.pmap compiles whatever runs it; a jax.vmap program can run op by op.
         eager = program if not compiled and self.eager_first_call else None
+        donating: dict[str, Any] = {}
         if compiled:  # jax.pmap donates by itself: a second pmap with the states donated
-            donating = None
             if self.donate_states and trace.rw_index:
-                donating, _ = build_mapped_program(
+                donating["donating"], _ = build_mapped_program(
                     trace,
                     info,
                     self.mapping_fn,
@@ -595,9 +611,9 @@ class StatefulMapping(StatefulFunction, Generic[P, R]):
             donating = self._donating(jax.jit, program, trace)
         return Program(
             run=program if compiled else jax.jit(program),
-            donating=donating,
             write_back=lane_write_back(trace, info.split_positions, info.lane_written_mask),
             eager=eager,
+            **donating,
         )
 
     # ------------------------------------------------------------------ introspection

@@ -24,7 +24,7 @@ from jax.sharding import PartitionSpec as P
 from state_core import BatchAxisError, NonBatchState, State, active_trace_stacks, catch_new_states, collect_states
 from state_core.engine import StateRules, Trace, is_eager, state_label, write_state_values
 
-from ._mapping import MappingInfo, StatefulMapping
+from ._mapping import MappingInfo, StatefulMapping, _MappingTrace
 from ._new_states_eager import EagerRun, commit, eager_run_possible, run_eagerly
 from ._rules import parse_state_rules
 
@@ -39,22 +39,20 @@ class _NewStateMapping(StatefulMapping):
     eager_first_call = True
 
     def __init__(self, root: Any, run: Callable[..., Any], rules: StateRules[Any], name: str, **kwargs: Any) -> None:
-        super().__init__(run, name=name, **kwargs)
+        # A one-shot call: its trace (and the States it made) is never reused, so it
+        # keeps its one program to itself.
+        super().__init__(run, name=name, cache_size=1, **kwargs)
         self._root = root
         self._new_rules = rules
-        self._shared = True  # a one-shot call: its trace (and the States it made) is never reused
-        self._root_paths: dict[int, tuple[Any, ...]] = {}
 
-    def _analyze(self, ctx: Any, trace: Trace, dyn_args: tuple[Any, ...], dyn_kwargs: dict[str, Any]) -> MappingInfo:
-        self._root_paths = {}  # the paths of this trace's states (a new trace makes new ones)
-        return super()._analyze(ctx, trace, dyn_args, dyn_kwargs)
-
-    def _created_axis(self, state: State[Any], varies: bool, paths: dict[int, tuple[Any, ...]]) -> Any:
-        path = self._root_paths.get(id(state)) if self._root is not None else ()
-        if path is None:
-            # One walk of the object graph for all the states the run created (not one each).
-            self._root_paths = collect_states(self._root).paths_by_state()
-            path = self._root_paths.get(id(state), ())
+    def _created_axis(self, state: State[Any], varies: bool, ctx: _MappingTrace) -> Any:
+        if self._root is None:
+            path: tuple[Any, ...] = ()
+        else:
+            if ctx.created_paths is None:
+                # One walk of the object graph for all the states the run created (not one each).
+                ctx.created_paths = collect_states(self._root).paths_by_state()
+            path = ctx.created_paths.get(id(state), ())
         axis = self._new_rules.value_for(path, state, 0)
         if axis is None and varies:
             raise BatchAxisError(

@@ -31,7 +31,7 @@ from state_core.engine import handout_locks, is_batched, is_eager, private_state
 
 from ._axes import check_out_axes
 from ._lanes import splits_per_lane
-from ._mapping import StatefulMapping
+from ._mapping import StatefulMapping, _MappingTrace
 
 __all__ = ["EagerRun", "eager_run_possible", "run_eagerly", "commit"]
 
@@ -223,8 +223,9 @@ class _Lane:
             axis = mapping._out_axis(state, varies, paths, size, None, read)
             result.states.append(state)
             result.values.append(_placed(next(sent), axis) if traced else value)
+        ctx = _MappingTrace(paths=paths)  # (the created states' paths are found once, for all)
         for state, varies in self.created:
-            axis = mapping._created_axis(state, varies, paths)
+            axis = mapping._created_axis(state, varies, ctx)
             result.created_axes[state] = axis
             result.states.append(state)
             result.values.append(_placed(next(sent), axis))

@@ -190,10 +190,8 @@ def pmap2(
         mapping_fn=jax.pmap,
         mapping_kwargs=mapping_kwargs,
         donate_states=donate_states,
+        donate_argnums=_as_tuple(donate_argnums),
+        # (counted at the first trace: building a pmap2 does not start JAX's backend)
+        max_axis_size=(lambda: len(devices)) if devices is not None else lambda: jax.local_device_count(backend),
     )
-    if devices is not None:
-        mapping._device_limit = lambda: len(devices)
-    else:
-        mapping._device_limit = lambda: jax.local_device_count(backend)
-    mapping._donate_positions = frozenset(_as_tuple(donate_argnums))
     return mapping

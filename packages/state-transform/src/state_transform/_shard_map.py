@@ -444,9 +444,9 @@ class ShardMapFunction(StatefulFunction, Generic[P, R]):
         named(program, self.name)
         return Program(
             run=jax.jit(program),
-            donating=self._donating(jax.jit, program, trace),
             write_back=lane_write_back(trace, split_positions, mask),
             prepare=_placer(trace.in_states, state_shardings, leaf_shardings, self.mesh, self.name),
+            **self._donating(jax.jit, program, trace),
         )
 
 
