@@ -6,7 +6,8 @@ import numpy as np
 from numpy.testing import assert_allclose
 
 from state_core import ParamState, ShortTermState, State, collect_states
-from state_core.engine import graph_children, walk_graph
+from state_core._graph import walk_graph
+from state_core.engine import graph_children
 from state_core.graph import Node, states, treefy_merge, treefy_split, treefy_states
 
 

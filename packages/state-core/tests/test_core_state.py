@@ -24,7 +24,7 @@ from state_core import (
     strict_state_checks,
 )
 from state_core._context import CTX
-from state_core.engine import format_fields
+from state_core._pretty import format_fields
 
 
 # ----------------------------------------------------------------------------- family

@@ -18,7 +18,8 @@ from state_core import (
     strict_state_checks,
 )
 from state_core._context import CTX
-from state_core.engine import Trace, leaf_signature, open_jaxpr
+from state_core._signature import leaf_signature
+from state_core.engine import Trace, open_jaxpr
 
 
 def _not_tracer(x):

@@ -20,10 +20,25 @@ if TYPE_CHECKING:
 
 __all__ = ["TraceCache", "DEFAULT_CACHE_SIZE", "register_cache_owner", "FunctionRecord", "clear_owner_caches"]
 
-#: How many call signatures one transformed function keeps compiled by default.
-#: Each holds a compiled XLA program (typically tens of kB to a few MB); the
-#: least recently used signature is dropped when a new one would exceed it.
 DEFAULT_CACHE_SIZE = 64
+"""How many call signatures one transformed function keeps compiled by default (64).
+
+Each holds a compiled XLA program (typically tens of kB to a few MB); the least
+recently used signature is dropped when a new one would exceed it. A function
+given its own ``cache_size`` (``StatefulFunction``, ``jit``) keeps that many.
+
+Example:
+    >>> import jax.numpy as jnp
+    >>> from state_core import StatefulFunction
+    >>> from state_core.engine import DEFAULT_CACHE_SIZE
+    >>> DEFAULT_CACHE_SIZE
+    64
+    >>> f = StatefulFunction(lambda x: x + 1, cache_size=2)
+    >>> for n in range(3):                  # three signatures: the first is dropped
+    ...     _ = f(jnp.zeros(n))
+    >>> f
+    StatefulFunction(<lambda>, 2 cached signature(s))
+"""
 
 # A process-wide clock for least-recently-used eviction: a hit stamps its entry.
 _CLOCK = itertools.count()
@@ -46,7 +61,7 @@ class TraceCache:
         ValueError: ``maxsize`` is not a positive int.
 
     Example:
-        >>> from state_core.engine import TraceCache
+        >>> from state_core._cache import TraceCache
         >>> cache = TraceCache(maxsize=2)
         >>> len(cache), cache.maxsize
         (0, 2)
@@ -155,7 +170,7 @@ class FunctionRecord:
             stay compiled (default ``DEFAULT_CACHE_SIZE``, 64).
 
     Example:
-        >>> from state_core.engine import FunctionRecord
+        >>> from state_core._cache import FunctionRecord
         >>> record = FunctionRecord(8)
         >>> record.cache.maxsize, record.learned
         (8, {})
@@ -173,7 +188,7 @@ class FunctionRecord:
         """Forget every traced signature and what the strategy learned.
 
         Example:
-            >>> from state_core.engine import FunctionRecord
+            >>> from state_core._cache import FunctionRecord
             >>> record = FunctionRecord()
             >>> record.learned['axis'] = 0
             >>> record.clear_cache(); record.learned, len(record.cache)
@@ -193,7 +208,7 @@ def register_cache_owner(owner: Any) -> None:
 
     Example:
         >>> from state_core import clear_caches
-        >>> from state_core.engine import FunctionRecord, register_cache_owner
+        >>> from state_core._cache import FunctionRecord, register_cache_owner
         >>> record = FunctionRecord()
         >>> record.learned['axis'] = 0
         >>> register_cache_owner(record)

@@ -377,7 +377,7 @@ def donation_allowed() -> bool:
 
     Example:
         >>> from state_core import donation
-        >>> from state_core.engine import donation_allowed
+        >>> from state_core._donation import donation_allowed
         >>> donation_allowed()
         True
         >>> with donation(False):

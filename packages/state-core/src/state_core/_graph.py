@@ -142,7 +142,7 @@ def walk_graph(
         root_path: the path ``root`` is yielded under; every other path extends it.
 
     Example:
-        >>> from state_core.engine import walk_graph
+        >>> from state_core._graph import walk_graph
         >>> tree = {'a': [1, 2], 'b': {'c': 3}}
         >>> [p for p, _ in walk_graph(tree) if p]
         [('a',), ('a', 0), ('a', 1), ('b',), ('b', 'c')]
@@ -313,7 +313,8 @@ class GraphSnapshot:
 
         Example:
             >>> from state_core import State
-            >>> from state_core.engine import graph_states, snapshot_graph
+            >>> from state_core.engine import graph_states
+            >>> from state_core._graph import snapshot_graph
             >>> net = {'w': State(1.0)}
             >>> snap = snapshot_graph(graph_states(net), [net['w']])
             >>> net['b'] = State(0.0)               # a State at a new path
@@ -338,7 +339,8 @@ def snapshot_graph(before: dict[Path, State[Any]], used: list[State[Any]] | tupl
     Example:
         >>> import jax.numpy as jnp
         >>> from state_core import State
-        >>> from state_core.engine import graph_states, snapshot_graph
+        >>> from state_core.engine import graph_states
+        >>> from state_core._graph import snapshot_graph
         >>> net = {'w': State(jnp.ones(2))}
         >>> snap = snapshot_graph(graph_states(net), [net['w']])
         >>> snap.unchanged(graph_states(net))

@@ -53,14 +53,16 @@ _IN_REPR = threading.local()
 
 
 def format_object(obj: Any, fields: Callable[[], Sequence[tuple[str, Any]]]) -> str:
-    """``format_fields(type(obj).__name__, fields())``, or ``Name(...)`` when ``obj`` is already being shown.
+    """``obj`` shown as ``Name(`` one ``key=value`` a line ``)``, or ``Name(...)`` when it is already being shown.
 
-    The guard is shared by every object formatted this way (nodes, modules), per
+    This is how a ``State`` or a ``Module`` prints; a value's own lines are
+    indented under its key. The guard is shared by every object formatted this way (nodes, modules), per
     thread, so a graph with cycles prints finitely.
 
     Args:
         obj: the object being shown.
-        fields: called once, unless ``obj`` is already being shown: its ``(key, value)`` pairs.
+        fields: called once, unless ``obj`` is already being shown: its ``(key, value)``
+            pairs, in order; a value is a rendered string or an object shown by its ``repr``.
 
     Example:
         >>> from state_core.engine import format_object

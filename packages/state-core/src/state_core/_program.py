@@ -30,7 +30,8 @@ InfoT = TypeVar("InfoT")
 class Trace:
     """One run of a user function under a JAX trace: what it read, wrote and returned.
 
-    ``trace_function`` makes it; every field is also an attribute of the same name.
+    The pipeline's trace step makes it (``StatefulFunction.trace`` returns it); every
+    field is also an attribute of the same name.
 
     Args:
         key: the cache key of the call signature (``get_arg_cache_key``).
@@ -38,7 +39,8 @@ class Trace:
             (output leaves..., written state leaves..., created state leaves...)``.
         in_states: states whose values are inputs (read before any write), in read order.
         in_state_avals: per input state, the ``(shape, dtype, weak_type)`` of its leaves.
-        state_sigs: per input state, its ``state_signature`` (what a replay checks).
+        state_sigs: per input state, the structure, shapes and dtypes of its value
+            (what a replay checks before it runs the program).
         out_states: states that were written, in first-access order.
         created_states: states created during the trace that hold traced values at its
             end; their final values are outputs too, so they come out concrete.
@@ -53,7 +55,9 @@ class Trace:
         n_args: how many positional arguments the call had (static ones included).
         cacheable: False when the jaxpr closes over tracers of an enclosing trace
             (such a program is valid for this one call only).
-        context: the ``trace_context()`` it was traced in.
+        context: what else the program depends on (None at the top level): that it
+            was traced inside another state-aware trace, the manual mesh of an enclosing
+            ``shard_map``, the markers strategies push with ``pushed_context``.
 
     Example:
         >>> import jax.numpy as jnp
@@ -346,7 +350,8 @@ class Program:
     Example:
         >>> import jax, jax.numpy as jnp
         >>> from state_core import State, StatefulFunction
-        >>> from state_core.engine import CacheEntry, Program, pure_program
+        >>> from state_core.engine import Program, pure_program
+        >>> from state_core._program import CacheEntry
         >>> total = State(jnp.zeros(()))
         >>> def add(x):
         ...     total.value = total.value + x
@@ -402,7 +407,8 @@ class CacheEntry(Generic[InfoT]):
     Example:
         >>> import jax, jax.numpy as jnp
         >>> from state_core import State, StatefulFunction
-        >>> from state_core.engine import CacheEntry, Program, pure_program
+        >>> from state_core.engine import Program, pure_program
+        >>> from state_core._program import CacheEntry
         >>> total = State(jnp.zeros(()))
         >>> def add(x):
         ...     total.value = total.value + x
@@ -444,7 +450,8 @@ class CacheEntry(Generic[InfoT]):
         Example:
             >>> import jax, jax.numpy as jnp
             >>> from state_core import State, StatefulFunction
-            >>> from state_core.engine import CacheEntry, Program, pure_program
+            >>> from state_core.engine import Program, pure_program
+            >>> from state_core._program import CacheEntry
             >>> total = State(jnp.zeros(()))
             >>> def add(x):
             ...     total.value = total.value + x

@@ -71,7 +71,7 @@ def shared_record(identity: Hashable) -> FunctionRecord:
             ``callable_identity`` of its function and its options).
 
     Example:
-        >>> from state_core.engine import shared_record
+        >>> from state_core._registry import shared_record
         >>> shared_record(('example', 1)) is shared_record(('example', 1))
         True
     """

@@ -215,7 +215,9 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
     Example:
         >>> import jax, jax.numpy as jnp
         >>> from state_core import State, StatefulFunction
-        >>> from state_core.engine import CacheEntry, Program, pure_program, program_runner
+        >>> from state_core.engine import Program, pure_program
+        >>> from state_core._program import CacheEntry
+        >>> from state_core._replay import program_runner
         >>> total = State(jnp.zeros(()))
         >>> def add(x):
         ...     total.value = total.value + x
@@ -415,7 +417,9 @@ def replay(entry: CacheEntry[Any], leaves: Sequence[Any], who: str, eager_ok: bo
     Example:
         >>> import jax, jax.numpy as jnp
         >>> from state_core import State, StatefulFunction
-        >>> from state_core.engine import CacheEntry, Program, pure_program, replay
+        >>> from state_core.engine import Program, pure_program
+        >>> from state_core._program import CacheEntry
+        >>> from state_core._replay import replay
         >>> total = State(jnp.zeros(()))
         >>> def add(x):
         ...     total.value = total.value + x
@@ -460,7 +464,7 @@ def may_fail_at_run_time(jaxpr: Any) -> bool:
 
     Example:
         >>> import jax
-        >>> from state_core.engine import may_fail_at_run_time
+        >>> from state_core._replay import may_fail_at_run_time
         >>> may_fail_at_run_time(jax.make_jaxpr(lambda x: x + 1)(1.0).jaxpr)
         False
     """
@@ -483,7 +487,7 @@ def runs_cheaply_op_by_op(jaxpr: Any) -> bool:
 
     Example:
         >>> import jax
-        >>> from state_core.engine import runs_cheaply_op_by_op
+        >>> from state_core._replay import runs_cheaply_op_by_op
         >>> runs_cheaply_op_by_op(jax.make_jaxpr(lambda x: x * 2 + 1)(1.0).jaxpr)
         True
         >>> runs_cheaply_op_by_op(jax.make_jaxpr(lambda x: jax.lax.cond(x > 0, lambda: x, lambda: -x))(1.0).jaxpr)
@@ -505,7 +509,7 @@ def spans_devices(jaxpr: Any) -> bool:
 
     Example:
         >>> import jax
-        >>> from state_core.engine import spans_devices
+        >>> from state_core._replay import spans_devices
         >>> spans_devices(jax.make_jaxpr(lambda x: x + 1)(1.0).jaxpr)
         False
     """

@@ -43,7 +43,7 @@ def sharding_annotation(state: State[Any]) -> PartitionSpec | NamedSharding | No
     Example:
         >>> from jax.sharding import PartitionSpec as P
         >>> from state_core import State
-        >>> from state_core.engine import sharding_annotation
+        >>> from state_core._sharding import sharding_annotation
         >>> sharding_annotation(State(0.0, sharding=P('x'))), sharding_annotation(State(0.0))
         (P('x',), None)
     """

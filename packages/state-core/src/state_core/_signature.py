@@ -63,7 +63,7 @@ def leaf_signature(x: Any) -> Hashable:
 
     Example:
         >>> import jax.numpy as jnp
-        >>> from state_core.engine import leaf_signature
+        >>> from state_core._signature import leaf_signature
         >>> leaf_signature(jnp.zeros((2, 3)))
         ((2, 3), dtype('float32'), False)
         >>> leaf_signature(1.0)
@@ -99,8 +99,9 @@ def _typed_signature(x: Any) -> tuple[Any, ...]:
 def canonical_signature(x: Any) -> tuple[Any, ...]:
     """``(shape, dtype, weak_type)`` of the value JAX would trace for ``x``.
 
-    Unlike ``leaf_signature`` this canonicalises (a Python float is a weak
-    float32, a float64 NumPy array is float32 unless x64 is enabled).
+    It canonicalises as tracing does (a Python float is a weak float32, a
+    float64 NumPy array is float32 unless x64 is enabled), so two values with
+    the same signature give the same program.
 
     Args:
         x: an array, a Python or NumPy number, a tracer or a ``jax.ShapeDtypeStruct``.
@@ -126,7 +127,7 @@ def state_signature(value: Any) -> Any:
 
     Example:
         >>> import jax.numpy as jnp
-        >>> from state_core.engine import state_signature
+        >>> from state_core._signature import state_signature
         >>> state_signature(jnp.zeros(2))
         ((2,), dtype('float32'), False)
     """
@@ -157,7 +158,7 @@ def states_match(values: Sequence[Any], signatures: Sequence[Any]) -> bool:
 
     Example:
         >>> import jax.numpy as jnp
-        >>> from state_core.engine import state_signature, states_match
+        >>> from state_core._signature import state_signature, states_match
         >>> sigs = [state_signature(jnp.zeros(2))]
         >>> states_match([jnp.ones(2)], sigs), states_match([jnp.ones(3)], sigs)
         (True, False)
@@ -197,7 +198,7 @@ def values_unchanged(values: list[Any], sigs: Sequence[Any], ref: list[Any] | No
 
     Example:
         >>> import jax.numpy as jnp
-        >>> from state_core.engine import reference_avals, state_signature, values_unchanged
+        >>> from state_core._signature import reference_avals, state_signature, values_unchanged
         >>> v = [jnp.zeros(2)]
         >>> values_unchanged(v, [state_signature(v[0])], reference_avals(v))
         True
@@ -240,7 +241,7 @@ def reference_avals(values: Sequence[Any]) -> list[Any] | None:
 
     Example:
         >>> import jax.numpy as jnp
-        >>> from state_core.engine import reference_avals
+        >>> from state_core._signature import reference_avals
         >>> reference_avals([jnp.zeros(2)]) is not None, reference_avals([{'a': jnp.zeros(2)}])
         (True, None)
     """
@@ -261,7 +262,7 @@ def positional_key(args: tuple[Any, ...]) -> tuple[Any, ...]:
 
     Example:
         >>> import jax.numpy as jnp
-        >>> from state_core.engine import positional_key
+        >>> from state_core._signature import positional_key
         >>> positional_key((jnp.zeros(2),))
         (((2,), dtype('float32'), False),)
     """
@@ -280,7 +281,7 @@ def trace_context() -> Hashable:
     markers with ``pushed_context`` (a nested ``pmap2`` is compiled differently).
 
     Example:
-        >>> from state_core.engine import trace_context
+        >>> from state_core._signature import trace_context
         >>> trace_context() is None
         True
     """
@@ -302,7 +303,10 @@ def context_markers() -> tuple[Hashable, ...]:
 
 
 class pushed_context:
-    """Add ``marker`` to ``trace_context()`` while the ``with`` block runs (this thread only).
+    """Add ``marker`` to the context programs are traced in while the ``with`` block runs (this thread only).
+
+    A program traced inside another state-aware trace records the markers in its
+    ``Trace.context``, so it is cached apart from one traced without them.
 
     Args:
         marker: a hashable value naming what the engine does differently in this
@@ -310,11 +314,12 @@ class pushed_context:
             those traced without it.
 
     Example:
-        >>> from state_core import StateTraceStack
-        >>> from state_core.engine import pushed_context, trace_context
-        >>> with StateTraceStack(), pushed_context('pmap'):
-        ...     trace_context()[-1]
+        >>> from state_core.engine import context_markers, pushed_context
+        >>> with pushed_context('pmap'):
+        ...     context_markers()
         ('pmap',)
+        >>> context_markers()
+        ()
     """
 
     __slots__ = ("marker",)

@@ -38,7 +38,7 @@ def private_state_values() -> Iterator[None]:
     Example:
         >>> import jax.numpy as jnp
         >>> from state_core import State
-        >>> from state_core._trace import private_state_values
+        >>> from state_core.engine import private_state_values
         >>> s = State(jnp.zeros(2))
         >>> with private_state_values():
         ...     s.restore_value(jnp.ones(2))   # a trace would put a tracer here

@@ -41,7 +41,7 @@ def abstract_value(x: Any) -> Any:
 
     Example:
         >>> import jax.numpy as jnp
-        >>> from state_core.engine import abstract_value
+        >>> from state_core._tracing import abstract_value
         >>> abstract_value(jnp.zeros(2))
         ShapedArray(float32[2])
     """
@@ -116,7 +116,7 @@ def trace_function(
     Example:
         >>> import jax, jax.numpy as jnp
         >>> from state_core import State
-        >>> from state_core.engine import abstract_value, trace_function
+        >>> from state_core._tracing import abstract_value, trace_function
         >>> s = State(jnp.zeros(2), name='s')
         >>> def f(x):
         ...     s.value = s.value + x

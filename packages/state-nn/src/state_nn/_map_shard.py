@@ -16,6 +16,7 @@ placed by the shardings, not typed, exactly as on a mesh of Auto axes.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
@@ -26,7 +27,7 @@ from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from state_core import State
-from state_core.engine import ArrayImpl, Program, Trace, input_placer, place_value, write_state_values
+from state_core.engine import Program, Trace, input_placer, place_value, write_state_values
 from state_transform import StatefulMapping
 from state_transform.engine import MappingInfo, build_mapped_program
 
@@ -234,16 +235,29 @@ def _member_placer(
     """
     place_states = input_placer(in_states, state_shardings, layout.place)
     moves = [(k, sharding) for k, sharding in enumerate(leaf_shardings)]
+    array_class = _concrete_array_class()
 
     def prepare(values: list[Any], leaves: list[Any]) -> tuple[list[Any], list[Any]]:
         values, leaves = place_states(values, leaves)
         for k, sharding in moves:
             leaf = leaves[k]
-            if type(leaf) is ArrayImpl and leaf.committed and leaf.sharding != sharding:
+            if type(leaf) is array_class and leaf.committed and leaf.sharding != sharding:
                 leaves[k] = layout.place(leaf, sharding)
         return values, leaves
 
     return prepare
+
+
+@functools.cache
+def _concrete_array_class() -> type[jax.Array]:
+    """The class of JAX's concrete arrays, for a one-comparison test on every call.
+
+    Found from an array (JAX's public API names no such class; ``isinstance(x,
+    jax.Array)`` is also true of tracers and costs more), when the first sharded
+    program is built: making an array at import would start JAX's backend before
+    users can set ``jax_num_cpu_devices``.
+    """
+    return type(jax.numpy.zeros(()))
 
 
 def _ndim(state: State[Any]) -> int:
