@@ -579,6 +579,12 @@ def main(argv: list[str] | None = None) -> int:
         _print_row(bench_first_call.label(row), _cell(row["ratio"]), peer_cells, "JAX's own first call", show_peers)
         if args.profile:
             print(f"    {bench_first_call.phase_line(row)}")
+    vs_brainstate = None
+    if args.rows in bench_first_call.eager_label(1):
+        row = bench_first_call.measure_eager(1, bench_first_call.repeats_for(1, args.quick), args.compare)
+        peer_cells = {k: _cell(v) for k, v in row["peers"].items()}
+        _print_row(bench_first_call.eager_label(1), _cell(row["ratio"]), peer_cells, "JAX's own first call", show_peers)
+        vs_brainstate = row["vs_brainstate"]
     memory = inline = None
     if not args.rows:
         memory = bench_inplace.memory_row(args.quick, peers=args.compare)
@@ -613,6 +619,8 @@ def main(argv: list[str] | None = None) -> int:
         f"init {worst['init']:.2f}x (target <= {INIT_TARGET}x), "
         f"first call {worst['first call']:.2f}x (target <= {FIRST_CALL_TARGET}x)"
     )
+    if vs_brainstate is not None:
+        print(f"op-by-op first call, 1 state, over brainstate's eager first call: {vs_brainstate:.2f}x (target <= 2x)")
     if not args.skip_loops and not args.rows:
         print("\nSimulation loops (state_transform.for_loop) against a hand-written jax.lax.scan:\n")
         print(bench_loops.format_rows(bench_loops.rows(args.quick)))

@@ -284,6 +284,54 @@ def measure(n_states: int, repeats: int, peers: bool = True) -> dict[str, Any]:
 STATE_COUNTS = (1, 1000)  # the rows of bench.py
 
 
+def ours_eager_first_call(n_states: int) -> FirstCall:
+    """``ours_first_call`` under ``state_core.eager_first_calls(True)``: op by op, no XLA compile."""
+    prepare = ours_first_call(n_states)
+
+    def eager_prepare() -> Callable[[], Any]:
+        first_call = prepare()
+
+        def run() -> Any:
+            with sc.eager_first_calls(True):
+                return first_call()
+
+        return run
+
+    return eager_prepare
+
+
+def measure_eager(n_states: int, repeats: int, peers: bool = True) -> dict[str, Any]:
+    """Our op-by-op first call against JAX's own compiled one (``ratio``) and brainstate's eager one.
+
+    ``peers`` maps each peer to its first call over JAX's (as in ``measure``);
+    ``vs_brainstate`` is ours over brainstate's eager first call, the same run.
+    """
+    sides = {"ours": ours_eager_first_call(n_states), "pure": pure_first_call(n_states)}
+    bs = brainstate_first_call(n_states) if peers else None
+    if bs is not None:
+        sides["brainstate"] = bs
+    for prepare in sides.values():
+        jax.block_until_ready(prepare()())
+    totals: dict[str, list[float]] = {name: [] for name in sides}
+    for i in range(repeats):
+        order = list(sides.items())
+        for label, fn in order[i % len(order) :] + order[: i % len(order)]:
+            totals[label].append(timed_first_call(fn)["total"])
+    pure = statistics.median(totals["pure"])
+    result: dict[str, Any] = {"n_states": n_states, "ratio": statistics.median(totals["ours"]) / pure}
+    result["peers"] = {"brainstate": statistics.median(totals["brainstate"]) / pure} if bs is not None else {}
+    result["vs_brainstate"] = (
+        statistics.median(o / b for o, b in zip(totals["ours"], totals["brainstate"], strict=True))
+        if bs is not None
+        else None
+    )
+    return result
+
+
+def eager_label(n_states: int) -> str:
+    return f"first call op by op (eager_first_calls), {n_states} state{'s' if n_states > 1 else ''}"
+
+
 def repeats_for(n_states: int, quick: bool) -> int:
     """First calls per side: many of a small program (they are noisy), fewer of a large one."""
     if n_states < 100:

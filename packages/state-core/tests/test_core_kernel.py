@@ -17,6 +17,7 @@ OUTSIDE_THE_KERNEL = (
     "state_core.graph",
     "state_core._treefy",
     "state_core._hidden_group",
+    "state_core._state_hooks",
 )
 
 
@@ -40,6 +41,21 @@ def test_the_rest_loads_on_first_use():
     loaded = _loaded_after("import state_core\nstate_core.environ.get_dt\nstate_core.HiddenGroupState")
     assert {"state_core.environ", "state_core._hidden_group"} <= loaded
     assert "state_core.units" in _loaded_after("from state_core import units")
+
+
+def test_hooks_load_with_the_first_hook_and_run_from_then_on():
+    script = (
+        "import sys, jax.numpy as jnp, state_core\n"
+        "s = state_core.State(jnp.ones(2))\n"
+        "s.value = s.value + 1\n"
+        "print('state_core._state_hooks' in sys.modules)\n"
+        "s.register_hook('write_before', lambda ctx: setattr(ctx, 'transformed_value', ctx.value * 0))\n"
+        "s.value = jnp.full(2, 5.0)\n"
+        "print('state_core._state_hooks' in sys.modules, [float(v) for v in s.value])\n"
+        "print(state_core.HookCancellationError.__mro__[1].__name__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[:3] == ["False", "True [0.0, 0.0]", "StateError"]
 
 
 def test_environ_keys_programs_through_the_registration_point():

@@ -10,7 +10,8 @@ precision; it plugs into the engine through
 ``state_core.engine.register_call_context``), ``units``, which recognises
 brainunit quantities without importing brainunit, ``graph``, the brainstate /
 flax-style graph helpers (``treefy_split`` ...), the hidden-group states, and
-``compat``, brainstate's spellings of this layer.
+``compat``, brainstate's spellings of this layer, and the state hooks
+(``register_state_hook`` ..., ``State.register_hook``).
 
 Example:
     >>> import jax.numpy as jnp
@@ -28,6 +29,7 @@ from .__about__ import __version__
 from ._collection import StateDict, collect_states, states_of_callable
 from ._donation import donation, donation_enabled, set_donation
 from ._errors import BatchAxisError, StateError, StateLeakError
+from ._first_calls import eager_first_calls, eager_first_calls_enabled, set_eager_first_calls
 from ._introspection import make_jaxpr
 from ._jax_internals import hide_library_frames
 from ._plain_trace_reads import (
@@ -50,16 +52,6 @@ from ._state import (
     check_state_value_tree,
     maybe_state,
     strict_state_checks,
-)
-from ._state_hooks import (
-    HookCancellationError,
-    HookContext,
-    HookHandle,
-    clear_state_hooks,
-    has_state_hooks,
-    list_state_hooks,
-    register_state_hook,
-    unregister_state_hook,
 )
 from ._stateful_function import StatefulFunction
 from ._trace import NewStateCatcher, StateTraceStack, active_trace_stacks, catch_new_states
@@ -110,6 +102,9 @@ __all__ = [
     "donation",
     "set_donation",
     "donation_enabled",
+    "eager_first_calls",
+    "set_eager_first_calls",
+    "eager_first_calls_enabled",
     "StateDict",
     "collect_states",
     "states_of_callable",
@@ -123,6 +118,16 @@ hide_library_frames(__file__)
 if TYPE_CHECKING:
     from . import compat, environ, graph, units
     from ._hidden_group import HiddenGroupState, HiddenTreeState
+    from ._state_hooks import (
+        HookCancellationError,
+        HookContext,
+        HookHandle,
+        clear_state_hooks,
+        has_state_hooks,
+        list_state_hooks,
+        register_state_hook,
+        unregister_state_hook,
+    )
 
 # Outside the kernel: imported when first used, so a framework built on the kernel
 # alone never loads the simulation context.
@@ -133,6 +138,19 @@ _ON_FIRST_USE = {
     "compat": ("state_core.compat", None),
     "HiddenGroupState": ("state_core._hidden_group", "HiddenGroupState"),
     "HiddenTreeState": ("state_core._hidden_group", "HiddenTreeState"),
+    **{
+        name: ("state_core._state_hooks", name)
+        for name in (
+            "register_state_hook",
+            "unregister_state_hook",
+            "clear_state_hooks",
+            "has_state_hooks",
+            "list_state_hooks",
+            "HookContext",
+            "HookHandle",
+            "HookCancellationError",
+        )
+    },
 }
 
 

@@ -17,7 +17,7 @@ from ._errors import StateLeakError
 from ._jax_internals import EVAL_TRACE, TRACE_STATE, current_trace, is_eager, is_tracer
 from ._plain_trace_reads import check_plain_trace_access, note_born_in_plain_trace
 from ._state_display import StateDisplay
-from ._state_hooks import _ON_CHANGE, HookMethods, run_hooks
+from ._state_hook_methods import HookMethods
 from ._state_support import (
     _as_tags,
     _contains_tracer,
@@ -47,16 +47,16 @@ T = TypeVar("T")
 
 _WATCH = "<watched>"
 # True while a hook is registered anywhere: the one test a read, write, restore or
-# creation pays for hooks (``_state_hooks`` keeps it up to date).
+# creation pays for hooks (``_state_hooks``, loaded with the first hook, keeps it up to date).
 _HOOKS_ON = False
 
 
-def _set_hooks_on(on: bool) -> None:
+def set_hooks_on(on: bool) -> None:
+    """Tell every State whether some hook is registered (called by ``_state_hooks`` as the count changes)."""
     global _HOOKS_ON
     _HOOKS_ON = on
 
 
-_ON_CHANGE.append(_set_hooks_on)
 _ABSENT = object()
 
 
@@ -140,6 +140,8 @@ class State(StateDisplay, HookMethods, Generic[T]):
             catcher._add(self)
         self._source_info: Any = self._created_at or _creation_site()
         if _HOOKS_ON:
+            from ._state_hooks import run_hooks  # (loaded with the first hook: already there)
+
             info = {"name": name, "_name": name, "tag": self._tags, "strict": self.strict, **metadata}
             run_hooks("init", self, {"init_metadata": info}, value)
 
@@ -254,6 +256,8 @@ class State(StateDisplay, HookMethods, Generic[T]):
         elif TRACE_STATE.value is not EVAL_TRACE:  # a JAX trace runs that records no state reads
             check_plain_trace_access(self, written=False)
         if _HOOKS_ON:
+            from ._state_hooks import run_hooks
+
             value = self._value
             run_hooks("read", self, {}, value)
             return value
@@ -303,6 +307,8 @@ class State(StateDisplay, HookMethods, Generic[T]):
         self._value = new_value
 
     def _write_with_hooks(self, new_value: Any) -> None:
+        from ._state_hooks import run_hooks
+
         # write_before may replace or refuse the value before anything is checked or written.
         old_value = self._value
         before = {"old_value": old_value, "transformed_value": None, "cancel": False, "cancel_reason": None}
@@ -335,6 +341,8 @@ class State(StateDisplay, HookMethods, Generic[T]):
             if CTX.stacks or not traced:
                 self._leaked_at = _WATCH if traced else None
         if _HOOKS_ON:
+            from ._state_hooks import run_hooks
+
             old_value = self.__dict__.get("_value")
             self._value = value
             run_hooks("restore", self, {"old_value": old_value}, value)

@@ -8,7 +8,9 @@ and runs no hook; what a ``write_before`` hook did to the traced value is part
 of that program.
 
 While no hook is registered anywhere, a State pays one module-global test per
-read, write or restore; ``_state`` reads the flag through ``hooks_on``.
+read, write or restore. The module itself is loaded when the first hook is
+registered (``State``'s hook methods and ``state_core``'s hook functions import
+it then), so a program without hooks never loads it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ._errors import StateError
+from ._state import set_hooks_on
 
 if TYPE_CHECKING:
     from ._state import State
@@ -30,7 +33,6 @@ __all__ = [
     "HookCancellationError",
     "HookContext",
     "HookHandle",
-    "HookMethods",
     "clear_state_hooks",
     "has_state_hooks",
     "list_state_hooks",
@@ -43,7 +45,7 @@ HOOK_TYPES = ("init", "read", "write_before", "write_after", "restore")
 
 _LOCK = threading.RLock()
 _COUNT = [0]  # hooks registered anywhere (global and per state); 0: no State runs any hook code
-_ON_CHANGE: list[Callable[[bool], None]] = []  # ``_state`` registers how it learns of the count
+_ON_CHANGE: list[Callable[[bool], None]] = [set_hooks_on]  # how ``State`` learns of the count
 
 
 class HookCancellationError(StateError, ValueError):
@@ -464,147 +466,3 @@ def list_state_hooks(hook_type: str | None = None) -> list[HookHandle]:
         True
     """
     return GLOBAL_HOOKS.handles(hook_type)
-
-
-class HookMethods:
-    """The hook methods of ``State`` (a state's own hooks run after every state's)."""
-
-    def register_hook(
-        self,
-        hook_type: str,
-        callback: Callable[[HookContext], Any],
-        priority: int = 0,
-        name: str | None = None,
-        enabled: bool = True,
-    ) -> HookHandle:
-        """Run ``callback(ctx)`` on this state's ``hook_type`` operations.
-
-        The arguments, the order hooks run in and when they run are those of
-        ``state_core.register_state_hook``; a state's own hooks run after the
-        every-state ones, and ``'init'`` is for every-state hooks only (this
-        state exists already). ``copy()`` and ``copy.deepcopy`` give a state
-        without hooks.
-
-        Args:
-            hook_type: ``'read'``, ``'write_before'``, ``'write_after'`` or ``'restore'``.
-            callback: a function of one ``HookContext``.
-            priority: an int; higher runs first (default 0).
-            name: a name for ``list_hooks`` (default: the callback's name).
-            enabled: False registers the hook switched off.
-
-        Returns:
-            The ``HookHandle``.
-
-        Example:
-            >>> import jax.numpy as jnp
-            >>> from state_core import State
-            >>> v = State(jnp.zeros(3), name='v')
-            >>> def clip(ctx):
-            ...     ctx.transformed_value = jnp.clip(ctx.value, -1.0, 1.0)
-            >>> _ = v.register_hook('write_before', clip)
-            >>> v.value = jnp.array([5.0, -5.0, 0.5])
-            >>> v.value
-            Array([ 1. , -1. ,  0.5], dtype=float32)
-        """
-        if hook_type == "init":
-            raise ValueError(
-                "register_hook: an 'init' hook of one state could never run (the state exists "
-                "already); register it for every state with state_core.register_state_hook('init', ...)."
-            )
-        return table_of(self).add(hook_type, callback, priority, name, enabled, "register_hook")  # type: ignore[arg-type]
-
-    def unregister_hook(self, handle: HookHandle) -> bool:
-        """Remove a hook of this state; True if it was registered.
-
-        Args:
-            handle: the ``HookHandle`` ``register_hook`` returned.
-
-        Example:
-            >>> import jax.numpy as jnp
-            >>> from state_core import State
-            >>> s = State(jnp.zeros(1))
-            >>> h = s.register_hook('read', print)
-            >>> s.unregister_hook(h), s.has_hooks()
-            (True, False)
-        """
-        own = own_table(self)
-        if not isinstance(handle, HookHandle):
-            raise TypeError(f"unregister_hook: expected a HookHandle, got {type(handle).__name__}.")
-        return own is not None and handle._table is own and own.remove(handle)
-
-    def list_hooks(self, hook_type: str | None = None) -> list[HookHandle]:
-        """This state's own hooks (of ``hook_type``, or all), in the order they run.
-
-        Args:
-            hook_type: one of the hook types, or None for all.
-
-        Example:
-            >>> import jax.numpy as jnp
-            >>> from state_core import State
-            >>> s = State(jnp.zeros(1))
-            >>> _ = s.register_hook('read', print, name='low')
-            >>> _ = s.register_hook('read', print, priority=5, name='high')
-            >>> [h.name for h in s.list_hooks('read')]
-            ['high', 'low']
-        """
-        own = own_table(self)
-        return own.handles(hook_type) if own is not None else []
-
-    def clear_hooks(self, hook_type: str | None = None) -> None:
-        """Remove this state's own hooks (of ``hook_type``, or all).
-
-        Args:
-            hook_type: one of the hook types, or None for all.
-
-        Example:
-            >>> import jax.numpy as jnp
-            >>> from state_core import State
-            >>> s = State(jnp.zeros(1))
-            >>> _ = s.register_hook('read', print)
-            >>> s.clear_hooks(); s.has_hooks()
-            False
-        """
-        own = own_table(self)
-        if own is not None:
-            own.clear(hook_type, "clear_hooks")
-
-    def has_hooks(self, hook_type: str | None = None) -> bool:
-        """Whether this state has hooks of its own (of ``hook_type``, or any).
-
-        Args:
-            hook_type: one of the hook types, or None for any.
-
-        Example:
-            >>> import jax.numpy as jnp
-            >>> from state_core import State
-            >>> s = State(jnp.zeros(1))
-            >>> _ = s.register_hook('read', print)
-            >>> s.has_hooks('read'), s.has_hooks('write_after')
-            (True, False)
-        """
-        return bool(self.list_hooks(hook_type))
-
-    def temporary_hook(
-        self, hook_type: str, callback: Callable[[HookContext], Any], priority: int = 0, name: str | None = None
-    ) -> contextlib.AbstractContextManager[HookHandle]:
-        """A ``with`` block during which ``callback`` is a hook of this state (removed on exit, also on an error).
-
-        Args:
-            hook_type: ``'read'``, ``'write_before'``, ``'write_after'`` or ``'restore'``.
-            callback: a function of one ``HookContext``.
-            priority: an int; higher runs first (default 0).
-            name: a name for ``list_hooks``.
-
-        Example:
-            >>> import jax.numpy as jnp
-            >>> from state_core import State
-            >>> s, writes = State(jnp.zeros(1)), []
-            >>> with s.temporary_hook('write_after', lambda ctx: writes.append(float(ctx.value[0]))):
-            ...     s.value = jnp.ones(1)
-            >>> s.value = jnp.full(1, 2.0)
-            >>> writes, s.has_hooks()
-            ([1.0], False)
-        """
-        if hook_type == "init":
-            raise ValueError("temporary_hook: 'init' hooks are for every state (state_core.register_state_hook).")
-        return temporary(table_of(self), hook_type, callback, priority, name, "temporary_hook")  # type: ignore[arg-type]

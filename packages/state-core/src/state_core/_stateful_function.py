@@ -25,6 +25,7 @@ from ._call_contexts import call_contexts_unchanged, recording_call_contexts
 from ._call_signature import CallSignature, normalize_argnames, normalize_argnums, positions_of_names
 from ._context import CTX, GENERATION
 from ._donation import donation_min_bytes
+from ._first_calls import eager_first_calls_enabled
 from ._graph import graph_roots, graph_states, snapshot_graph
 from ._identity import Unshareable, callable_identity
 from ._introspection import StatefulFunctionIntrospection
@@ -115,7 +116,8 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
     #: call of this object: a transformation built inline for one call (or a one-shot
     #: initialisation) then costs what running it eagerly costs, and a reused object
     #: compiles at its second call. Transformations whose first call would compile
-    #: anyway (``jit``, loops, ``pmap2``) leave it off.
+    #: anyway (``jit``, loops, ``pmap2``) leave it off; ``set_eager_first_calls`` /
+    #: ``eager_first_calls`` turn it on for every transformation that can run op by op.
     eager_first_call = False
 
     def __init__(
@@ -215,7 +217,7 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
         return Program(
             run=jax.jit(pure),
             write_back=trace.write_states,
-            eager=pure if self.eager_first_call else None,
+            eager=pure if self.eager_first_call or eager_first_calls_enabled() else None,
             **self._donating(jax.jit, pure, trace),
         )
 

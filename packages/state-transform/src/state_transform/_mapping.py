@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Generic
 
 import jax
 
-from state_core import BatchAxisError, State, StatefulFunction, states_of_callable
+from state_core import BatchAxisError, State, StatefulFunction, eager_first_calls_enabled, states_of_callable
 from state_core.engine import (
     IdentityRef,
     Program,
@@ -594,7 +594,7 @@ class StatefulMapping(StatefulFunction, Generic[P, R]):
         )
         named(program, self.name)
         # jax.pmap compiles whatever runs it; a jax.vmap program can run op by op.
-        eager = program if not compiled and self.eager_first_call else None
+        eager = program if not compiled and (self.eager_first_call or eager_first_calls_enabled()) else None
         donating: dict[str, Any] = {}
         if compiled:  # jax.pmap donates by itself: a second pmap with the states donated
             if self.donate_states and trace.rw_index:
