@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import contextlib
 import sys
-import threading
-from collections.abc import Iterator
 from typing import Any
 
 import jax
 import numpy as np
 
 from ._jax_internals import ArrayImpl, PRNGKeyArray, debugging_nans_or_infs, eager_and_not_debugging
+from ._switch import Switch
 
 __all__ = [
     "exclusively_held",
@@ -210,13 +209,7 @@ def exclusively_held(rw: list[Any]) -> bool:
     return _check(rw, _TOP, _INNER, _ARRAY_TYPES, _KEY_TYPES, None)
 
 
-class _Switch(threading.local):
-    def __init__(self) -> None:
-        self.override: bool | None = None  # set by a donation(...) block in this thread
-
-
-_SWITCH = _Switch()
-_DEFAULT = [True]
+_SWITCH = Switch(True, "donation")
 # Below this many bytes of written state values a program does not donate: a new
 # small buffer costs less than deciding, on every call, whether the old one may go
 # (on CPU the time saved by donating passes the cost of the decision near 100 KiB).
@@ -304,13 +297,10 @@ def set_donation(enabled: bool) -> None:
         >>> set_donation(True); donation_enabled()
         True
     """
-    if not isinstance(enabled, bool):
-        raise TypeError(f"set_donation: enabled must be a bool, got {type(enabled).__name__}.")
-    _DEFAULT[0] = enabled
+    _SWITCH.set(enabled)
 
 
-@contextlib.contextmanager
-def donation(enabled: bool) -> Iterator[None]:
+def donation(enabled: bool) -> contextlib.AbstractContextManager[None]:
     """Switch in-place updates of written States on or off inside the block (this thread only).
 
     Args:
@@ -323,14 +313,7 @@ def donation(enabled: bool) -> Iterator[None]:
         >>> with donation(False):
         ...     pass  # transformations called here allocate new buffers for written states
     """
-    if not isinstance(enabled, bool):
-        raise TypeError(f"donation: enabled must be a bool, got {type(enabled).__name__}.")
-    before = _SWITCH.override
-    _SWITCH.override = enabled
-    try:
-        yield
-    finally:
-        _SWITCH.override = before
+    return _SWITCH.block(enabled)
 
 
 def donation_enabled() -> bool:
@@ -344,9 +327,7 @@ def donation_enabled() -> bool:
         >>> donation_enabled()
         True
     """
-    override = _SWITCH.override
-    enabled = _DEFAULT[0] if override is None else override
-    return enabled and not debugging_nans_or_infs()
+    return _SWITCH.on() and not debugging_nans_or_infs()
 
 
 def donation_switched_on() -> bool:
@@ -362,8 +343,7 @@ def donation_switched_on() -> bool:
         ...     donation_switched_on()
         False
     """
-    override = _SWITCH.override
-    return _DEFAULT[0] if override is None else override
+    return _SWITCH.on()
 
 
 def donation_allowed() -> bool:
@@ -384,5 +364,4 @@ def donation_allowed() -> bool:
         ...     donation_allowed()
         False
     """
-    override = _SWITCH.override
-    return (_DEFAULT[0] if override is None else override) and eager_and_not_debugging()
+    return _SWITCH.on() and eager_and_not_debugging()

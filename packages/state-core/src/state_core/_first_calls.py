@@ -15,25 +15,13 @@ call of a signature gives bit-identical results for identical inputs.
 from __future__ import annotations
 
 import contextlib
-import threading
-from collections.abc import Iterator
+
+from ._switch import Switch
 
 __all__ = ["set_eager_first_calls", "eager_first_calls", "eager_first_calls_enabled"]
 
 
-class _Switch(threading.local):
-    def __init__(self) -> None:
-        self.override: bool | None = None  # set by an eager_first_calls(...) block in this thread
-
-
-_SWITCH = _Switch()
-_DEFAULT = [False]
-
-
-def _checked(enabled: object, who: str) -> bool:
-    if not isinstance(enabled, bool):
-        raise TypeError(f"{who}: enabled must be a bool, got {type(enabled).__name__}.")
-    return enabled
+_SWITCH = Switch(False, "eager_first_calls")
 
 
 def set_eager_first_calls(enabled: bool) -> None:
@@ -63,11 +51,10 @@ def set_eager_first_calls(enabled: bool) -> None:
         3.0
         >>> set_eager_first_calls(False)
     """
-    _DEFAULT[0] = _checked(enabled, "set_eager_first_calls")
+    _SWITCH.set(enabled)
 
 
-@contextlib.contextmanager
-def eager_first_calls(enabled: bool) -> Iterator[None]:
+def eager_first_calls(enabled: bool) -> contextlib.AbstractContextManager[None]:
     """Inside the block (this thread only), signatures traced run their first call op by op (or not).
 
     Args:
@@ -82,13 +69,7 @@ def eager_first_calls(enabled: bool) -> Iterator[None]:
         >>> out
         Array(1., dtype=float32)
     """
-    _checked(enabled, "eager_first_calls")
-    before = _SWITCH.override
-    _SWITCH.override = enabled
-    try:
-        yield
-    finally:
-        _SWITCH.override = before
+    return _SWITCH.block(enabled)
 
 
 def eager_first_calls_enabled() -> bool:
@@ -108,5 +89,4 @@ def eager_first_calls_enabled() -> bool:
         ...     eager_first_calls_enabled()
         True
     """
-    override = _SWITCH.override
-    return _DEFAULT[0] if override is None else override
+    return _SWITCH.on()
