@@ -12,7 +12,16 @@ import pytest
 from numpy.testing import assert_allclose
 
 from state_core import State, StatefulFunction
-from state_core._jax_internals import current_trace, is_tracer, new_trace_input
+from state_core._jax_internals import (
+    current_trace,
+    debug_flags,
+    debugging_nans_or_infs,
+    each_on_one_device,
+    eager_and_not_debugging,
+    in_compile_time_eval,
+    is_tracer,
+    new_trace_input,
+)
 from state_core.engine import open_jaxpr
 
 
@@ -181,3 +190,42 @@ def test_jaxpr_helpers_reorder_inputs_as_tracing_does():
     swapped = body.replace(invars=[body.invars[1], body.invars[0]], debug_info=debug_info)
     (out,) = jaxpr_as_fun(close_jaxpr(swapped, jaxpr_consts(closed)))(1.0, 2.0)  # now b=1, a=2
     assert_allclose(out, 2.0 - 1.0 + 5.0)
+
+
+def test_each_on_one_device_refuses_an_array_spread_over_devices():
+    assert each_on_one_device([jnp.zeros(2)], [1.0, {"a": jnp.ones(3)}]) is True
+    mesh = jax.make_mesh((2,), ("x",), axis_types=(jax.sharding.AxisType.Auto,))
+    spread = jax.device_put(jnp.zeros(4), jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("x")))
+    assert each_on_one_device([jnp.zeros(2)], [{"a": spread}]) is False
+
+
+def test_debug_flags_reads_both_flags_now():
+    assert debug_flags() == (False, False)
+    with jax.debug_infs(True):
+        assert debug_flags() == (False, True)
+    with jax.debug_nans(True):
+        assert debug_flags() == (True, False)
+
+
+def test_debugging_nans_or_infs_is_on_with_either_flag():
+    assert debugging_nans_or_infs() is False
+    with jax.debug_nans(True):
+        assert debugging_nans_or_infs() is True
+    with jax.debug_infs(True):
+        assert debugging_nans_or_infs() is True
+
+
+def test_eager_and_not_debugging_is_off_under_a_flag_or_a_trace():
+    assert eager_and_not_debugging() is True
+    with jax.debug_infs(True):
+        assert eager_and_not_debugging() is False
+    seen = []
+    jax.make_jaxpr(lambda x: seen.append(eager_and_not_debugging()) or x)(1.0)
+    assert seen == [False]
+
+
+def test_in_compile_time_eval_is_on_inside_ensure_compile_time_eval():
+    assert in_compile_time_eval() is False
+    with jax.ensure_compile_time_eval():
+        assert in_compile_time_eval() is True
+    assert in_compile_time_eval() is False

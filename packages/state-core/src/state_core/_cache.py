@@ -59,12 +59,6 @@ class TraceCache:
 
     Raises:
         ValueError: ``maxsize`` is not a positive int.
-
-    Example:
-        >>> from state_core._cache import TraceCache
-        >>> cache = TraceCache(maxsize=2)
-        >>> len(cache), cache.maxsize
-        (0, 2)
     """
 
     __slots__ = ("_entries", "maxsize", "_hit", "__weakref__")
@@ -168,12 +162,6 @@ class FunctionRecord:
     Args:
         maxsize: the ``maxsize`` of its ``TraceCache``: how many call signatures
             stay compiled (default ``DEFAULT_CACHE_SIZE``, 64).
-
-    Example:
-        >>> from state_core._cache import FunctionRecord
-        >>> record = FunctionRecord(8)
-        >>> record.cache.maxsize, record.learned
-        (8, {})
     """
 
     __slots__ = ("cache", "trace_lock", "learned", "slot", "__weakref__")
@@ -185,15 +173,7 @@ class FunctionRecord:
         self.slot: _Slot | None = None  # its place in the shared registry, if it has one
 
     def clear_cache(self) -> None:
-        """Forget every traced signature and what the strategy learned.
-
-        Example:
-            >>> from state_core._cache import FunctionRecord
-            >>> record = FunctionRecord()
-            >>> record.learned['axis'] = 0
-            >>> record.clear_cache(); record.learned, len(record.cache)
-            ({}, 0)
-        """
+        """Forget every traced signature and what the strategy learned."""
         with self.trace_lock:
             self.cache.clear()
             self.learned.clear()
@@ -205,15 +185,6 @@ def register_cache_owner(owner: Any) -> None:
     Args:
         owner: any weak-referenceable object with a ``clear_cache()`` method
             (a ``StatefulFunction``, a ``FunctionRecord``).
-
-    Example:
-        >>> from state_core import clear_caches
-        >>> from state_core._cache import FunctionRecord, register_cache_owner
-        >>> record = FunctionRecord()
-        >>> record.learned['axis'] = 0
-        >>> register_cache_owner(record)
-        >>> clear_caches(); record.learned
-        {}
     """
     _OWNERS.add(owner)
 

@@ -20,13 +20,7 @@ _ArrayImpl = ArrayImpl
 
 
 def normalize_argnums(argnums: int | Iterable[int] | None, what: str) -> tuple[int, ...]:
-    """``argnums`` as a tuple of ints; ``TypeError`` naming ``what`` otherwise.
-
-    Example:
-        >>> from state_core._call_signature import normalize_argnums
-        >>> normalize_argnums(1, 'static_argnums'), normalize_argnums([0, 2], 'static_argnums')
-        ((1,), (0, 2))
-    """
+    """``argnums`` as a tuple of ints; ``TypeError`` naming ``what`` otherwise."""
     if argnums is None:
         return ()
     if isinstance(argnums, int):
@@ -72,13 +66,7 @@ def positions_of_names(fun: Callable[..., Any], names: Iterable[str]) -> tuple[i
 
 
 def normalize_argnames(argnames: str | Iterable[str] | None) -> tuple[str, ...]:
-    """``argnames`` as a tuple of str.
-
-    Example:
-        >>> from state_core._call_signature import normalize_argnames
-        >>> normalize_argnames('k'), normalize_argnames(None)
-        (('k',), ())
-    """
+    """``argnames`` as a tuple of str."""
     if argnames is None:
         return ()
     if isinstance(argnames, str):

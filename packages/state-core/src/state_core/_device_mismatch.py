@@ -88,14 +88,6 @@ def placements_in(jaxpr: Any, who: str) -> list[tuple[str, Any]]:
     Args:
         jaxpr: a closed or open jaxpr of the program.
         who: the function's name, for the descriptions.
-
-    Example:
-        >>> import jax, jax.numpy as jnp
-        >>> from state_core._device_mismatch import placements_in
-        >>> device = jax.devices()[0]
-        >>> jaxpr = jax.make_jaxpr(lambda x: jax.device_put(x * 2, device))(jnp.ones(2))
-        >>> placements_in(jaxpr, 'step') == [('a jax.device_put in step', device)]
-        True
     """
     import jax.extend.core as jex_core
 
@@ -137,16 +129,6 @@ def device_mismatch_message(
         input and a placement of the program on other devices and the fix, or None
         when every committed input lies on the devices of every placement (the
         failure has another cause).
-
-    Example:
-        >>> import jax
-        >>> import jax.numpy as jnp
-        >>> from state_core import State
-        >>> from state_core._device_mismatch import device_mismatch_message
-        >>> s = State(jnp.zeros(2), name='v')
-        >>> treedef = jax.tree.structure(((jnp.zeros(2),), {}))
-        >>> device_mismatch_message('jit(f)', [s], [s.value], [jnp.ones(2)], treedef) is None
-        True
     """
     seen: dict[frozenset[int], str] = {}
     inputs: list[tuple[str, Any]] = [(state_label(s), v) for s, v in zip(states, values, strict=True)]

@@ -159,16 +159,6 @@ def exclusive_array_counts(n: int) -> list[int]:
 
     Args:
         n: the number of written states.
-
-    Example:
-        >>> import sys
-        >>> import jax.numpy as jnp
-        >>> from state_core import State
-        >>> from state_core._donation import exclusive_array_counts
-        >>> s = State(jnp.zeros(3))
-        >>> rw = [s._value]
-        >>> list(map(sys.getrefcount, rw)) == exclusive_array_counts(1)
-        True
     """
     return [_TOP_OF_ARRAY] * n
 
@@ -263,17 +253,7 @@ def donation_min_bytes() -> int:
 
 
 def values_nbytes(values: list[Any]) -> int:
-    """The total size in bytes of the arrays in ``values`` (pytrees included; other leaves count 0).
-
-    Args:
-        values: state values.
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> from state_core._donation import values_nbytes
-        >>> values_nbytes([jnp.zeros(4), {'b': jnp.zeros((2, 2), dtype=jnp.int8)}])
-        20
-    """
+    """The total size in bytes of the arrays in ``values`` (pytrees included; other leaves count 0)."""
     total = 0
     for leaf in jax.tree.leaves(values):
         size, dtype = getattr(leaf, "size", None), getattr(leaf, "dtype", None)
@@ -335,13 +315,6 @@ def donation_switched_on() -> bool:
 
     The replay asks this and checks the rest itself (JAX's NaN flags, which it
     reads once per call, and whether a JAX transformation is tracing).
-
-    Example:
-        >>> from state_core import donation
-        >>> from state_core._donation import donation_switched_on
-        >>> with donation(False):
-        ...     donation_switched_on()
-        False
     """
     return _SWITCH.on()
 
@@ -354,14 +327,5 @@ def donation_allowed() -> bool:
     call the values must stay alive for the transformation) and neither
     ``jax_debug_nans`` nor ``jax_debug_infs`` is on. What else holds the values is
     ``exclusively_held``'s question.
-
-    Example:
-        >>> from state_core import donation
-        >>> from state_core._donation import donation_allowed
-        >>> donation_allowed()
-        True
-        >>> with donation(False):
-        ...     donation_allowed()
-        False
     """
     return _SWITCH.on() and eager_and_not_debugging()

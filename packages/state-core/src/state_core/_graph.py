@@ -140,14 +140,6 @@ def walk_graph(
         post_order: yield an object after everything below it (children before
             parents) instead of before (the default).
         root_path: the path ``root`` is yielded under; every other path extends it.
-
-    Example:
-        >>> from state_core._graph import walk_graph
-        >>> tree = {'a': [1, 2], 'b': {'c': 3}}
-        >>> [p for p, _ in walk_graph(tree) if p]
-        [('a',), ('a', 0), ('a', 1), ('b',), ('b', 'c')]
-        >>> [p for p, _ in walk_graph(tree, post_order=True) if p][:3]
-        [('a', 0), ('a', 1), ('a',)]
     """
     seen: set[int] = {id(root)}
     # An explicit stack of (object, path, child iterator): the order of a recursive
@@ -310,16 +302,6 @@ class GraphSnapshot:
         Returns:
             False if a used State left its path (was replaced) or a State appeared
             at a path that held none at trace time.
-
-        Example:
-            >>> from state_core import State
-            >>> from state_core.engine import graph_states
-            >>> from state_core._graph import snapshot_graph
-            >>> net = {'w': State(1.0)}
-            >>> snap = snapshot_graph(graph_states(net), [net['w']])
-            >>> net['b'] = State(0.0)               # a State at a new path
-            >>> snap.unchanged(graph_states(net))
-            False
         """
         for path, state in self.used:
             if now.get(path) is not state:
@@ -335,19 +317,6 @@ def snapshot_graph(before: dict[Path, State[Any]], used: list[State[Any]] | tupl
             before the trace ran.
         used: the States the trace accessed (``Trace.states``); those the graph
             did not hold are not checked later.
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> from state_core import State
-        >>> from state_core.engine import graph_states
-        >>> from state_core._graph import snapshot_graph
-        >>> net = {'w': State(jnp.ones(2))}
-        >>> snap = snapshot_graph(graph_states(net), [net['w']])
-        >>> snap.unchanged(graph_states(net))
-        True
-        >>> net['w'] = State(jnp.ones(2))       # re-created: the trace used the old one
-        >>> snap.unchanged(graph_states(net))
-        False
     """
     ids = {id(s) for s in used}
     return GraphSnapshot(

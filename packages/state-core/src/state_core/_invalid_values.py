@@ -54,19 +54,6 @@ def refuse_invalid_values(who: str, out: Any, states: Sequence[State[Any]], new_
     Raises:
         FloatingPointError: naming the State whose new value (or the return value)
             holds the NaN or infinity; the caller writes nothing.
-
-    Example:
-        >>> import jax, jax.numpy as jnp
-        >>> from state_core import State
-        >>> from state_core._invalid_values import refuse_invalid_values
-        >>> s = State(jnp.ones(2), name='s')
-        >>> refuse_invalid_values('step', jnp.ones(()), [s], [jnp.zeros(2)])  # nothing to refuse
-        >>> new = jnp.array([0.0, jnp.nan])
-        >>> with jax.debug_nans(True):
-        ...     refuse_invalid_values('step', jnp.ones(()), [s], [new])
-        Traceback (most recent call last):
-        ...
-        FloatingPointError: step: the new value of State 's' holds nan while jax_debug_nans is on; ...
     """
     nans, infs = debug_flags()
     if not (nans or infs):

@@ -29,13 +29,7 @@ import numpy as np
 
 
 def missing_jax_features() -> list[str]:
-    """Name every JAX call that state-core needs and the installed JAX lacks.
-
-    Example:
-        >>> from state_core._jax_internals import missing_jax_features
-        >>> missing_jax_features()
-        []
-    """
+    """Name every JAX call that state-core needs and the installed JAX lacks."""
     missing = []
     for name in ("take_current_trace", "jaxprs_in_params"):
         if not hasattr(jex_core, name):
@@ -51,11 +45,6 @@ def supported_jax_range() -> str:
 
     Read from the metadata (the single place the range is written) only when needed
     for an error message, so a normal import pays nothing for it.
-
-    Example:
-        >>> from state_core._jax_internals import supported_jax_range
-        >>> supported_jax_range().startswith('jax')
-        True
     """
     try:
         requires = importlib.metadata.requires("state-core") or []
@@ -71,15 +60,7 @@ def supported_jax_range() -> str:
 
 
 def check_jax(version: str, missing: list[str]) -> None:
-    """Raise ``ImportError`` naming the JAX version, what it lacks and what to install.
-
-    Example:
-        >>> from state_core._jax_internals import check_jax
-        >>> check_jax('0.10.2', [])          # nothing missing: nothing happens
-        >>> check_jax('0.8.0', ['jax.extend.core.take_current_trace'])
-        Traceback (most recent call last):
-        ImportError: state-core cannot run on JAX 0.8.0: ...
-    """
+    """Raise ``ImportError`` naming the JAX version, what it lacks and what to install."""
     if missing:
         wanted = supported_jax_range()
         raise ImportError(
@@ -256,12 +237,6 @@ def each_on_one_device(*groups: Sequence[Any]) -> bool:
 
     Args:
         *groups: sequences of values.
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> from state_core._jax_internals import each_on_one_device
-        >>> each_on_one_device([jnp.zeros(2)], [1.0, {'a': jnp.ones(3)}])
-        True
     """
     for group in groups:
         for value in group:
@@ -423,15 +398,7 @@ def mesh_type(aval: Any) -> Any:
 
 
 def debug_flags() -> tuple[bool, bool]:
-    """``(jax_debug_nans, jax_debug_infs)`` as they stand now (set by ``jax.config`` or a context manager).
-
-    Example:
-        >>> import jax
-        >>> from state_core._jax_internals import debug_flags
-        >>> with jax.debug_infs(True):
-        ...     debug_flags()
-        (False, True)
-    """
+    """``(jax_debug_nans, jax_debug_infs)`` as they stand now (set by ``jax.config`` or a context manager)."""
     if _debug_nans is None:  # pragma: no cover - incompatible JAX: read the public (slower) way
         config: Any = jax.config  # type: ignore[unreachable]
         return bool(config.jax_debug_nans), bool(config.jax_debug_infs)
@@ -439,17 +406,7 @@ def debug_flags() -> tuple[bool, bool]:
 
 
 def debugging_nans_or_infs() -> bool:
-    """True while ``jax_debug_nans`` or ``jax_debug_infs`` is on (by ``jax.config`` or its context managers).
-
-    Example:
-        >>> import jax
-        >>> from state_core._jax_internals import debugging_nans_or_infs
-        >>> debugging_nans_or_infs()
-        False
-        >>> with jax.debug_nans(True):
-        ...     debugging_nans_or_infs()
-        True
-    """
+    """True while ``jax_debug_nans`` or ``jax_debug_infs`` is on (by ``jax.config`` or its context managers)."""
     if _debug_nans is None:  # pragma: no cover - incompatible JAX: read the public (slower) way
         return bool(jax.config.jax_debug_nans or jax.config.jax_debug_infs)  # type: ignore[unreachable]
     return bool(_debug_nans.value or _debug_infs.value)
@@ -468,17 +425,7 @@ def is_eager() -> bool:
 
 
 def eager_and_not_debugging() -> bool:
-    """``is_eager()`` and not ``debugging_nans_or_infs()``, in one call (every donating call asks both).
-
-    Example:
-        >>> import jax
-        >>> from state_core._jax_internals import eager_and_not_debugging
-        >>> eager_and_not_debugging()
-        True
-        >>> with jax.debug_infs(True):
-        ...     eager_and_not_debugging()
-        False
-    """
+    """``is_eager()`` and not ``debugging_nans_or_infs()``, in one call (every donating call asks both)."""
     if TRACE_STATE.value is not EVAL_TRACE and not is_eager():
         return False
     if _debug_nans is None:  # pragma: no cover - incompatible JAX: read the public (slower) way
@@ -487,17 +434,7 @@ def eager_and_not_debugging() -> bool:
 
 
 def in_compile_time_eval() -> bool:
-    """True inside ``jax.ensure_compile_time_eval()``, where a trace computes values on purpose.
-
-    Example:
-        >>> import jax
-        >>> from state_core._jax_internals import in_compile_time_eval
-        >>> in_compile_time_eval()
-        False
-        >>> with jax.ensure_compile_time_eval():
-        ...     in_compile_time_eval()
-        True
-    """
+    """True inside ``jax.ensure_compile_time_eval()``, where a trace computes values on purpose."""
     if _eager_constant_folding is None:  # pragma: no cover - incompatible JAX: cannot tell
         return False  # type: ignore[unreachable]
     return bool(_eager_constant_folding.value)

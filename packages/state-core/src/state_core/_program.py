@@ -351,7 +351,6 @@ class Program:
         >>> import jax, jax.numpy as jnp
         >>> from state_core import State, StatefulFunction
         >>> from state_core.engine import Program, pure_program
-        >>> from state_core._program import CacheEntry
         >>> total = State(jnp.zeros(()))
         >>> def add(x):
         ...     total.value = total.value + x
@@ -403,19 +402,6 @@ class CacheEntry(Generic[InfoT]):
             ``state_core.environ``'s settings; their values are constants of the
             program), as ``(unchanged, reads)`` pairs, or None; the program is reused
             only while every ``unchanged(reads)`` holds.
-
-    Example:
-        >>> import jax, jax.numpy as jnp
-        >>> from state_core import State, StatefulFunction
-        >>> from state_core.engine import Program, pure_program
-        >>> from state_core._program import CacheEntry
-        >>> total = State(jnp.zeros(()))
-        >>> def add(x):
-        ...     total.value = total.value + x
-        >>> trace = StatefulFunction(add).trace(jnp.ones(()))
-        >>> entry = CacheEntry(trace, None, Program(jax.jit(pure_program(trace)), trace.write_states), None, 0)
-        >>> entry.block, entry.trace.write_states[0] is total, entry.env_reads is None
-        (False, True, True)
     """
 
     __slots__ = (
@@ -445,22 +431,7 @@ class CacheEntry(Generic[InfoT]):
 
     @property
     def block(self) -> bool:
-        """Whether the program waits for its results before writing them back (``Program.block``).
-
-        Example:
-            >>> import jax, jax.numpy as jnp
-            >>> from state_core import State, StatefulFunction
-            >>> from state_core.engine import Program, pure_program
-            >>> from state_core._program import CacheEntry
-            >>> total = State(jnp.zeros(()))
-            >>> def add(x):
-            ...     total.value = total.value + x
-            ...     return total.value * 2
-            >>> trace = StatefulFunction(add).trace(jnp.ones(()))
-            >>> program = Program(run=jax.jit(pure_program(trace)), write_back=trace.write_states)
-            >>> CacheEntry(trace, None, program, None, 0).block
-            False
-        """
+        """Whether the program waits for its results before writing them back (``Program.block``)."""
         return self.program is not None and self.program.block
 
     def __repr__(self) -> str:

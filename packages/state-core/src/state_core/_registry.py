@@ -69,11 +69,6 @@ def shared_record(identity: Hashable) -> FunctionRecord:
         identity: a hashable key naming what the transformed function computes:
             usually ``StatefulFunction.__engine_identity__()`` (its class,
             ``callable_identity`` of its function and its options).
-
-    Example:
-        >>> from state_core._registry import shared_record
-        >>> shared_record(('example', 1)) is shared_record(('example', 1))
-        True
     """
     slot = _REGISTRY.get(identity)  # a plain read: no lock when it is there
     if slot is not None:

@@ -211,22 +211,6 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
 
     Returns:
         The ``run`` closure.
-
-    Example:
-        >>> import jax, jax.numpy as jnp
-        >>> from state_core import State, StatefulFunction
-        >>> from state_core.engine import Program, pure_program
-        >>> from state_core._program import CacheEntry
-        >>> from state_core._replay import program_runner
-        >>> total = State(jnp.zeros(()))
-        >>> def add(x):
-        ...     total.value = total.value + x
-        ...     return total.value * 2
-        >>> trace = StatefulFunction(add).trace(jnp.ones(()))
-        >>> program = Program(run=jax.jit(pure_program(trace)), write_back=trace.write_states)
-        >>> run = program_runner(CacheEntry(trace, None, program, None, 0))
-        >>> run([jnp.array(3.0)], 'add'), total.value
-        (Array(6., dtype=float32), Array(3., dtype=float32))
     """
     trace, program = entry.trace, entry.program
     if program is None:
@@ -413,25 +397,6 @@ def replay(entry: CacheEntry[Any], leaves: Sequence[Any], who: str, eager_ok: bo
     Returns:
         The program's output, or ``STATES_CHANGED`` (having run nothing) if an input
         state no longer matches the trace (another thread resized it in between).
-
-    Example:
-        >>> import jax, jax.numpy as jnp
-        >>> from state_core import State, StatefulFunction
-        >>> from state_core.engine import Program, pure_program
-        >>> from state_core._program import CacheEntry
-        >>> from state_core._replay import replay
-        >>> total = State(jnp.zeros(()))
-        >>> def add(x):
-        ...     total.value = total.value + x
-        ...     return total.value * 2
-        >>> trace = StatefulFunction(add).trace(jnp.ones(()))
-        >>> program = Program(run=jax.jit(pure_program(trace)), write_back=trace.write_states)
-        >>> entry = CacheEntry(trace, None, program, None, 0)
-        >>> replay(entry, [jnp.array(3.0)], 'add'), total.value
-        (Array(6., dtype=float32), Array(3., dtype=float32))
-        >>> total.value = jnp.zeros(3)              # no longer the traced shape
-        >>> replay(entry, [jnp.array(1.0)], 'add')
-        <states changed>
     """
     run = entry.runner
     if run is None:
@@ -461,12 +426,6 @@ def may_fail_at_run_time(jaxpr: Any) -> bool:
 
     Args:
         jaxpr: an open ``jax.extend.core.Jaxpr`` (``open_jaxpr(closed_jaxpr)``).
-
-    Example:
-        >>> import jax
-        >>> from state_core._replay import may_fail_at_run_time
-        >>> may_fail_at_run_time(jax.make_jaxpr(lambda x: x + 1)(1.0).jaxpr)
-        False
     """
     return _uses_any(jaxpr, _CALLBACK_PRIMITIVES)
 
@@ -484,14 +443,6 @@ def runs_cheaply_op_by_op(jaxpr: Any) -> bool:
     Args:
         jaxpr: an open ``jax.extend.core.Jaxpr`` (``open_jaxpr(closed_jaxpr)``); its
             sub-jaxprs are searched too.
-
-    Example:
-        >>> import jax
-        >>> from state_core._replay import runs_cheaply_op_by_op
-        >>> runs_cheaply_op_by_op(jax.make_jaxpr(lambda x: x * 2 + 1)(1.0).jaxpr)
-        True
-        >>> runs_cheaply_op_by_op(jax.make_jaxpr(lambda x: jax.lax.cond(x > 0, lambda: x, lambda: -x))(1.0).jaxpr)
-        False
     """
     return not _uses_any(jaxpr, _COMPILING_PRIMITIVES)
 
@@ -506,11 +457,5 @@ def spans_devices(jaxpr: Any) -> bool:
 
     Args:
         jaxpr: an open ``jax.extend.core.Jaxpr`` (``open_jaxpr(closed_jaxpr)``).
-
-    Example:
-        >>> import jax
-        >>> from state_core._replay import spans_devices
-        >>> spans_devices(jax.make_jaxpr(lambda x: x + 1)(1.0).jaxpr)
-        False
     """
     return _uses_any(jaxpr, _MULTI_DEVICE_PRIMITIVES)

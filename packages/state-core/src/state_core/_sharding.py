@@ -34,18 +34,8 @@ _REPLICATED = PartitionSpec()
 def sharding_annotation(state: State[Any]) -> PartitionSpec | NamedSharding | None:
     """The ``sharding`` metadata of ``state`` (``None`` when it has none); rejects other types.
 
-    Args:
-        state: the state whose ``sharding`` metadata is read.
-
     Raises:
         TypeError: the metadata is neither a ``PartitionSpec`` nor a ``NamedSharding``.
-
-    Example:
-        >>> from jax.sharding import PartitionSpec as P
-        >>> from state_core import State
-        >>> from state_core._sharding import sharding_annotation
-        >>> sharding_annotation(State(0.0, sharding=P('x'))), sharding_annotation(State(0.0))
-        (P('x',), None)
     """
     annotation = state.metadata.get("sharding")
     if annotation is None or isinstance(annotation, (PartitionSpec, NamedSharding)):

@@ -60,14 +60,6 @@ def leaf_signature(x: Any) -> Hashable:
 
     Raises:
         TypeError: ``x`` is not a value JAX can trace (a string, an arbitrary object).
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> from state_core._signature import leaf_signature
-        >>> leaf_signature(jnp.zeros((2, 3)))
-        ((2, 3), dtype('float32'), False)
-        >>> leaf_signature(1.0)
-        <class 'float'>
     """
     if type(x) is _ArrayImpl:
         aval = x.aval  # one attribute; ``x.shape`` etc. are properties that each read it
@@ -124,12 +116,6 @@ def state_signature(value: Any) -> Any:
     Args:
         value: a state's value: an array, a typed PRNG key, a number or a pytree
             of those.
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> from state_core._signature import state_signature
-        >>> state_signature(jnp.zeros(2))
-        ((2,), dtype('float32'), False)
     """
     if type(value) is _ArrayImpl:
         aval = value.aval
@@ -155,13 +141,6 @@ def states_match(values: Sequence[Any], signatures: Sequence[Any]) -> bool:
         values: the input states' current values.
         signatures: one ``state_signature`` per value, in the same order (a
             ``Trace``'s ``state_sigs``); the lengths are not checked.
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> from state_core._signature import state_signature, states_match
-        >>> sigs = [state_signature(jnp.zeros(2))]
-        >>> states_match([jnp.ones(2)], sigs), states_match([jnp.ones(3)], sigs)
-        (True, False)
     """
     for value, sig in zip(values, signatures):  # noqa: B905  # hot path; lengths fixed at trace time
         t = type(value)
@@ -195,13 +174,6 @@ def values_unchanged(values: list[Any], sigs: Sequence[Any], ref: list[Any] | No
         sigs: one ``state_signature`` per value, in the same order.
         ref: the reference tokens, one per value (``reference_avals``), updated in
             place when the signatures match; None always compares signatures.
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> from state_core._signature import reference_avals, state_signature, values_unchanged
-        >>> v = [jnp.zeros(2)]
-        >>> values_unchanged(v, [state_signature(v[0])], reference_avals(v))
-        True
     """
     if ref is not None:
         # A plain list: plain arrays only (their avals); else typed keys are among them.
@@ -235,15 +207,6 @@ def reference_avals(values: Sequence[Any]) -> list[Any] | None:
     A plain array's token is its aval; a typed key's is its implementation and
     the aval of its key data. None turns the identity shortcut off for good
     (pytree values, whose avals are not stable objects).
-
-    Args:
-        values: the input states' values at the first check.
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> from state_core._signature import reference_avals
-        >>> reference_avals([jnp.zeros(2)]) is not None, reference_avals([{'a': jnp.zeros(2)}])
-        (True, None)
     """
     if all(type(v) is _ArrayImpl for v in values):
         return [v.aval for v in values]
@@ -259,12 +222,6 @@ def positional_key(args: tuple[Any, ...]) -> tuple[Any, ...]:
     Args:
         args: the call's positional arguments, every one a concrete ``jax.Array``
             (not a tracer, NumPy array or number: the caller checks).
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> from state_core._signature import positional_key
-        >>> positional_key((jnp.zeros(2),))
-        (((2,), dtype('float32'), False),)
     """
     if len(args) == 1:
         aval = args[0].aval
@@ -279,11 +236,6 @@ def trace_context() -> Hashable:
     (its new states come out as the outer trace's values, not concrete arrays); inside
     ``shard_map`` the mesh whose axes are manual is part of it; engines add their own
     markers with ``pushed_context`` (a nested ``pmap2`` is compiled differently).
-
-    Example:
-        >>> from state_core._signature import trace_context
-        >>> trace_context() is None
-        True
     """
     if not CTX.stacks:
         return None

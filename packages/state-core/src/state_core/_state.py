@@ -632,11 +632,6 @@ def use_private_values(on: bool) -> None:
     starts tracing and when the last one stops. Without the property,
     ``state._value`` is the instance attribute holding the concrete value, which is
     what every thread should see while no thread traces.
-
-    Example:
-        >>> from state_core._state import State, use_private_values
-        >>> isinstance(State.__dict__.get('_value'), property)
-        False
     """
     if on:
         State._value = _PRIVATE_VALUE

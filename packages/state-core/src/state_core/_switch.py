@@ -20,15 +20,6 @@ class Switch:
         default: the setting until ``set`` changes it.
         name: how messages name the block function (``'donation'``); ``set``'s
             messages name ``set_<name>``.
-
-    Example:
-        >>> from state_core._switch import Switch
-        >>> verbose = Switch(False, 'verbose')
-        >>> with verbose.block(True):
-        ...     verbose.on()
-        True
-        >>> verbose.on()
-        False
     """
 
     __slots__ = ("default", "name", "_override")

@@ -38,12 +38,6 @@ def abstract_value(x: Any) -> Any:
 
     Args:
         x: an array, a Python or NumPy number, a tracer or a ``jax.ShapeDtypeStruct``.
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> from state_core._tracing import abstract_value
-        >>> abstract_value(jnp.zeros(2))
-        ShapedArray(float32[2])
     """
     aval = jax.typeof(x)
     if is_tracer(x) or type(x) is jax.ShapeDtypeStruct:
@@ -112,19 +106,6 @@ def trace_function(
             return per-lane shapes here.
         axis_env: named axes ``(name, size)`` bound while tracing.
         context: the ``trace_context()`` of the call.
-
-    Example:
-        >>> import jax, jax.numpy as jnp
-        >>> from state_core import State
-        >>> from state_core._tracing import abstract_value, trace_function
-        >>> s = State(jnp.zeros(2), name='s')
-        >>> def f(x):
-        ...     s.value = s.value + x
-        >>> leaves, treedef = jax.tree.flatten(((1.0,), {}))
-        >>> t = trace_function(f, 'f', None, [abstract_value(1.0)],
-        ...                    lambda flat: jax.tree.unflatten(treedef, flat), treedef, 1)
-        >>> [st.name for st in t.in_states], [st.name for st in t.out_states]
-        (['s'], ['s'])
     """
     in_states: list[State[Any]] = []
     in_state_avals: list[tuple[Any, ...]] = []

@@ -23,15 +23,7 @@ __all__ = ["check_context_mesh", "explicit_axes", "explicit_sharding", "mesh_tex
 
 
 def explicit_axes(mesh: Mesh) -> frozenset[Any]:
-    """The names of ``mesh``'s Explicit axes (empty for a mesh of Auto axes).
-
-    Example:
-        >>> import jax
-        >>> from jax.sharding import AxisType
-        >>> from state_transform._meshes import explicit_axes
-        >>> sorted(explicit_axes(jax.make_mesh((1, 1), ('a', 'b'), axis_types=(AxisType.Explicit, AxisType.Auto))))
-        ['a']
-    """
+    """The names of ``mesh``'s Explicit axes (empty for a mesh of Auto axes)."""
     return frozenset(
         name for name, kind in zip(mesh.axis_names, mesh.axis_types, strict=True) if kind == AxisType.Explicit
     )
@@ -43,14 +35,6 @@ def explicit_sharding(mesh: Mesh, spec: PartitionSpec, explicit: frozenset[Any])
     ``jax.reshard`` refuses a spec that names an Auto axis (such axes are not part
     of a value's type); on a mesh mixing both kinds, the Auto part of a spec is
     left to the partitioner.
-
-    Example:
-        >>> import jax
-        >>> from jax.sharding import AxisType, PartitionSpec as P
-        >>> from state_transform._meshes import explicit_axes, explicit_sharding
-        >>> mesh = jax.make_mesh((1, 1), ('a', 'b'), axis_types=(AxisType.Explicit, AxisType.Auto))
-        >>> explicit_sharding(mesh, P('a', 'b'), explicit_axes(mesh)).spec
-        P('a', None)
     """
     entries: list[Any] = []
     for entry in spec:
@@ -61,15 +45,7 @@ def explicit_sharding(mesh: Mesh, spec: PartitionSpec, explicit: frozenset[Any])
 
 
 def mesh_text(mesh: Any) -> str:
-    """A mesh (concrete or abstract) for messages: its axis sizes and their types.
-
-    Example:
-        >>> import jax
-        >>> from jax.sharding import AxisType
-        >>> from state_transform._meshes import mesh_text
-        >>> mesh_text(jax.make_mesh((1,), ('x',), axis_types=(AxisType.Auto,)))
-        "{'x': 1} (axis types Auto)"
-    """
+    """A mesh (concrete or abstract) for messages: its axis sizes and their types."""
     sizes = dict(zip(mesh.axis_names, mesh.axis_sizes, strict=True))
     kinds = ", ".join(kind.name for kind in mesh.axis_types)
     return f"{sizes} (axis types {kinds})"
@@ -98,19 +74,6 @@ def check_context_mesh(mesh: Mesh, who: str) -> None:
 
     Raises:
         ValueError: a mesh is set and it is not ``mesh``.
-
-    Example:
-        >>> import jax
-        >>> from jax.sharding import AxisType
-        >>> from state_transform._meshes import check_context_mesh
-        >>> mesh = jax.make_mesh((1,), ('x',), axis_types=(AxisType.Explicit,))
-        >>> with jax.set_mesh(mesh):
-        ...     check_context_mesh(mesh, 'f')
-        >>> with jax.set_mesh(jax.make_mesh((1,), ('x',), axis_types=(AxisType.Auto,))):
-        ...     check_context_mesh(mesh, 'f')
-        Traceback (most recent call last):
-        ...
-        ValueError: f runs on the mesh {'x': 1} (axis types Explicit), but it was called under ...
     """
     context = jax.sharding.get_abstract_mesh()
     expected = mesh.abstract_mesh
@@ -150,20 +113,6 @@ def annotation_mesh_guard(labelled: Sequence[tuple[str, Any, NamedSharding]], wh
     Returns:
         ``check()``, raising ``ValueError`` naming the first state that does not
         fit; None when there is nothing to check.
-
-    Example:
-        >>> import jax
-        >>> from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
-        >>> from state_transform._meshes import annotation_mesh_guard
-        >>> auto = jax.make_mesh((1,), ('x',), axis_types=(AxisType.Auto,))
-        >>> sharding = NamedSharding(auto, P('x'))
-        >>> check = annotation_mesh_guard([('w', sharding, sharding)], 'jit(f)')
-        >>> check()
-        >>> with jax.set_mesh(jax.make_mesh((1,), ('x',), axis_types=(AxisType.Explicit,))):
-        ...     check()
-        Traceback (most recent call last):
-        ...
-        ValueError: w is annotated with a NamedSharding on the mesh {'x': 1} (axis types Auto), but jit(f) ...
     """
     if not labelled:
         return None
