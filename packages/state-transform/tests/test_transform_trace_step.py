@@ -85,3 +85,8 @@ def test_pmap2_gives_its_device_count_and_donations_to_the_mapping_it_builds():
     assert not kept.is_deleted()
     with pytest.raises(ValueError, match=f"the mapped axis has size {n + 1} but only {n} device"):
         mapped(jnp.arange(float(n + 1)))
+
+
+def test_donate_argnums_is_refused_for_jax_vmap_at_construction():
+    with pytest.raises(ValueError, match=r"donate_argnums=\(0,\) is passed to the mapping function, but jax.vmap"):
+        StatefulMapping(lambda x: x * 2, donate_argnums=(0,))

@@ -214,6 +214,12 @@ class StatefulMapping(StatefulFunction, Generic[P, R]):
         self.axis_name = axis_name
         self.mapping_fn = mapping_fn
         self.mapping_kwargs = dict(mapping_kwargs or {})
+        if donate_argnums and mapping_fn is jax.vmap:
+            raise ValueError(
+                f"StatefulMapping: donate_argnums={donate_argnums!r} is passed to the mapping function, "
+                "but jax.vmap takes no donate_argnums. Donate through the program instead (written "
+                "States are updated in place already), or map with jax.pmap (pmap2)."
+            )
         self._device_limit = max_axis_size
         self._donate_positions = frozenset((donate_argnums,) if isinstance(donate_argnums, int) else donate_argnums)
 
