@@ -44,7 +44,10 @@ difference: brainstate's float32 losses on jaxlib 0.10.0 and 0.10.2 differ by
 1e-6 (relative) at step 50 and by 5e-3 at step 80, and moving one initial weight
 by one unit in the last place changes the loss at step 80 by 1e-5. In float64
 the two releases stay within 2e-14 for 80 steps. So each jaxlib version has its
-own record, taken from brainstate on that jaxlib, not one per release line.
+own record, taken from brainstate on that jaxlib, not one per release line. The
+machine moves the last bits too: XLA compiles for the CPU's vector instructions
+(AVX2, AVX-512), so the 20 recorded steps are compared to 1e-5 (losses) and 1e-6
+(parameter sums), with the first loss to its last bits.
 """
 
 from __future__ import annotations
@@ -287,11 +290,21 @@ def _record_for(jaxlib_version: str, cpu_devices: int) -> dict[str, Any]:
 
 def _check(result: dict[str, Any], jaxlib_version: str, cpu_devices: int) -> None:
     expected = _record_for(jaxlib_version, cpu_devices)
-    assert_allclose(result["losses"], expected["losses"], rtol=2.5e-7)
+    # The first loss is the same up to its last bits on any machine; a porting error (another
+    # initialiser, update rule or order of draws) moves it, and every later one, by far more.
+    assert_allclose(result["losses"][0], expected["losses"][0], rtol=2.5e-7)
+    # XLA's CPU compiler vectorises for the machine's instruction set (AVX2, AVX-512 ...), and
+    # that changes the order of a few sums in their last bit; 20 training steps amplify it to
+    # ~1e-6 (a record taken on an AVX-512 machine, run on an AVX2 one: 7e-7 at the loss spike
+    # of step 14, 8e-9 in the parameter sums).
+    assert_allclose(result["losses"], expected["losses"], rtol=1e-5)
     names = sorted(expected["param_sums"])
     assert sorted(result["param_sums"]) == names
-    assert_array_equal(
-        [result["param_sums"][n] for n in names], [expected["param_sums"][n] for n in names], err_msg=str(names)
+    assert_allclose(
+        [result["param_sums"][n] for n in names],
+        [expected["param_sums"][n] for n in names],
+        rtol=1e-6,
+        err_msg=str(names),
     )
 
 
@@ -357,3 +370,7 @@ def test_the_brainstate_original_gives_these_numbers(tmp_path, brainstate_python
     result = json.loads(proc.stdout.split("RESULTS ", 1)[1])
     print(json.dumps(result))  # what to record for a jaxlib not in RECORDED yet
     _check(result, result.pop("jaxlib"), result.pop("cpus"))
+    # On the same machine and jaxlib, the port's parameters are brainstate's to the last bit.
+    ours = main(N_STEPS)["param_sums"]
+    names = sorted(ours)
+    assert_array_equal([ours[n] for n in names], [result["param_sums"][n] for n in names], err_msg=str(names))
