@@ -244,8 +244,21 @@ def _documented_parameters(griffe: Any, *objects: Any) -> set[str]:
     return names
 
 
+def _our_bases(cls: Any) -> list[Any]:
+    """The classes ``cls`` derives from that our packages define (griffe objects, nearest first)."""
+    try:
+        return [base for base in cls.mro() if base.path.split(".")[0] in PACKAGES]
+    except ValueError:  # a base griffe cannot resolve
+        return []
+
+
 def _undocumented(griffe: Any, obj: Any) -> list[str]:
-    """The parameters of a function (or of a class's ``__init__``) that no ``Args:`` entry names."""
+    """The parameters of a function (or of a class's ``__init__``) that no ``Args:`` entry names.
+
+    A parameter is documented once, where it is introduced: a dataclass field in
+    the docstring of the class that declares it, a method's parameter in the
+    docstring of the method it overrides.
+    """
     if obj.is_class:
         init = obj.all_members.get("__init__")
         if init is None:
@@ -254,9 +267,14 @@ def _undocumented(griffe: Any, obj: Any) -> list[str]:
         if init.parent is not obj and init.parent.path.split(".")[0] in PACKAGES and init.parent.docstring:
             # An inherited constructor is documented once, on the class that defines it.
             return []
-        function, documented = init, _documented_parameters(griffe, obj, init)
+        documented = _documented_parameters(griffe, obj, init, *_our_bases(obj))
+        function = init
     else:
-        function, documented = obj, _documented_parameters(griffe, obj)
+        overridden = []
+        if obj.parent is not None and obj.parent.is_class:
+            overridden = [base.members.get(obj.name) for base in _our_bases(obj.parent)]
+        documented = _documented_parameters(griffe, obj, *(_target(m) for m in overridden if m is not None))
+        function = obj
     return [p.name for p in function.parameters if p.name not in ("self", "cls") and p.name not in documented]
 
 

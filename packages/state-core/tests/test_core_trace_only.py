@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from state_core import State, StatefulFunction
-from state_core.engine import Program
+from state_core.engine import Program, Strategy
 
 
 def _counted(state):
@@ -25,15 +25,15 @@ def _counted(state):
 
 
 def _compiles(monkeypatch):
-    """Count the programs the strategy builds (``_compile`` calls)."""
+    """Count the programs the strategy builds (``Strategy.compile`` calls)."""
     built = []
-    original = StatefulFunction._compile
+    original = Strategy.compile
 
-    def compile_and_count(self, trace, info):
+    def compile_and_count(self, trace, info, name):
         built.append(trace)
-        return original(self, trace, info)
+        return original(self, trace, info, name)
 
-    monkeypatch.setattr(StatefulFunction, "_compile", compile_and_count)
+    monkeypatch.setattr(Strategy, "compile", compile_and_count)
     return built
 
 
@@ -95,7 +95,7 @@ def test_a_strategy_names_the_order_of_its_donating_form_in_the_program_fields()
 
     previous = set_donation_min_bytes(0)
     try:
-        fields = f._donating(jax.jit, lambda rw, ro, x: (None, [rw[0] + x]), trace)
+        fields = f.strategy.donating(jax.jit, lambda rw, ro, x: (None, [rw[0] + x]), trace)
     finally:
         set_donation_min_bytes(previous)
     assert sorted(fields) == ["donating", "donating_new_values_first"]

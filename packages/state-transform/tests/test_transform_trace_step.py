@@ -5,31 +5,33 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from state_core import State, StatefulFunction
+from state_core import State
+from state_core.engine import Strategy
 from state_transform import StatefulMapping, cond, for_loop, jit, pmap2, scan
+
+
+def _strategies(cls=Strategy):
+    """Every strategy class loaded (the default and its subclasses, in all layers)."""
+    found = [cls]
+    for sub in cls.__subclasses__():
+        found.extend(_strategies(sub))
+    return found
 
 
 @pytest.fixture
 def compiled_names(monkeypatch):
-    """The names of the programs the pipeline builds (one per ``_compile``)."""
+    """The names of the programs the pipeline builds (one per ``Strategy.compile``)."""
     names = []
-    original = StatefulFunction._compile
-
-    def compile_and_record(self, trace, info):
-        names.append(self.name)
-        return original(self, trace, info)
-
-    for cls in {StatefulFunction, *StatefulFunction.__subclasses__()}:
-        if "_compile" in vars(cls):
-            monkeypatch.setattr(cls, "_compile", _recording(vars(cls)["_compile"], names))
-    monkeypatch.setattr(StatefulFunction, "_compile", compile_and_record)
+    for cls in _strategies():
+        if "compile" in vars(cls):
+            monkeypatch.setattr(cls, "compile", _recording(vars(cls)["compile"], names))
     return names
 
 
 def _recording(compile_fn, names):
-    def compile_and_record(self, trace, info):
-        names.append(self.name)
-        return compile_fn(self, trace, info)
+    def compile_and_record(self, trace, info, name):
+        names.append(name)
+        return compile_fn(self, trace, info, name)
 
     return compile_and_record
 
@@ -90,3 +92,5 @@ def test_pmap2_gives_its_device_count_and_donations_to_the_mapping_it_builds():
 def test_donate_argnums_is_refused_for_jax_vmap_at_construction():
     with pytest.raises(ValueError, match=r"donate_argnums=\(0,\) is passed to the mapping function, but jax.vmap"):
         StatefulMapping(lambda x: x * 2, donate_argnums=(0,))
+    with pytest.raises(ValueError, match=r"donate_argnums=0 is passed to the mapping function, but jax.vmap"):
+        StatefulMapping(lambda x: x * 2, donate_argnums=0)  # position 0 is a donation too

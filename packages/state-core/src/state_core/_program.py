@@ -304,7 +304,7 @@ def _evaluate_unchecked(eval_jaxpr: Callable[..., Any], jaxpr: Any, consts: Any,
 class Program:
     """A compiled program for one ``Trace``, as a transform's strategy built it.
 
-    A strategy's ``_compile`` returns it; the pipeline may replace the optional
+    A strategy's ``compile`` returns it; the pipeline may replace the optional
     fields (``dataclasses.replace``). Every field is also an attribute of the same name.
 
     Args:
@@ -318,7 +318,7 @@ class Program:
             default) when the program cannot reuse them.
         donating_new_values_first: ``donating`` returns ``(new values, output)``, the
             order in which XLA gives each donated buffer to the state's own new value
-            (the donating form whose fields ``StatefulFunction._donating`` returns);
+            (the donating form whose fields ``Strategy.donating`` returns);
             default False, the order of ``run``.
         keeps_layout_on_one_device: set by the pipeline (strategies leave the
             default False): the program runs on one device and gives every written
@@ -381,7 +381,7 @@ class CacheEntry(Generic[InfoT]):
     Args:
         trace: the frozen ``Trace``.
         info: what the transform's strategy decided about the trace (its own frozen
-            type, returned by ``_analyze``).
+            type, returned by ``Strategy.analyze``).
         program: the frozen ``Program`` built from ``trace`` and ``info``, or None
             for a signature only traced so far (``StatefulFunction.trace``, a loop
             body): its first run compiles it.

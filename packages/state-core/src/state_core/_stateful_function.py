@@ -3,13 +3,13 @@
     call -> signature (arguments, statics, trace context)
          -> cache (one ``TraceCache`` per function, shared by equal transform objects)
          -> miss: trace once (``trace_function``) -> ``Trace``
-                  -> the transform's strategy: ``_analyze`` -> info, ``_compile`` -> ``Program``
+                  -> the strategy: ``analyze`` -> info, ``compile`` -> ``Program``
          -> replay (``program_runner``): check signature and object graph, read states,
             run once, wait when it may fail, write back all or nothing
 
-A transformation is a subclass that overrides the strategy hooks (how its body is
-traced, what it learns from the trace, how the program is built); it never reads,
-checks or writes states itself.
+A transformation is this pipeline with its own ``Strategy``, a frozen value that
+says how its function is traced, what it learns from the trace and how the
+program is built; the strategy never reads, checks or writes states itself.
 """
 
 from __future__ import annotations
@@ -25,13 +25,12 @@ from ._call_contexts import call_contexts_unchanged, recording_call_contexts
 from ._call_signature import CallSignature, normalize_argnames, normalize_argnums, positions_of_names
 from ._context import CTX, GENERATION
 from ._donation import donation_min_bytes
-from ._first_calls import eager_first_calls_enabled
 from ._graph import graph_roots, graph_states, snapshot_graph
 from ._identity import Unshareable, callable_identity
 from ._introspection import StatefulFunctionIntrospection
 from ._jax_internals import ArrayImpl, api_boundary, open_jaxpr
-from ._program import CacheEntry, Program, Trace, jaxpr_evaluator
-from ._pure_program import _new_values_first, _shapes_kept, _written_nbytes, named, pure_program
+from ._program import CacheEntry, Trace, jaxpr_evaluator
+from ._pure_program import _shapes_kept, _written_nbytes
 from ._registry import keep_alive_with, shared_record
 from ._replay import (
     STATES_CHANGED,
@@ -44,9 +43,12 @@ from ._replay import (
 )
 from ._signature import canonical_signature, positional_key, states_match, trace_context
 from ._state import State
-from ._tracing import abstract_value, trace_function
+from ._strategy import Strategy, TraceContext
+from ._tracing import trace_function
 
 __all__ = ["StatefulFunction"]
+
+_PLAIN: Strategy[TraceContext] = Strategy()
 
 _ArrayImpl = ArrayImpl
 
@@ -95,6 +97,11 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
             value, so copy it (``jnp.copy``) or pass ``False``. ``False`` never
             donates (``state_core.donation(False)`` / ``set_donation(False)`` do so
             for a block or the process).
+        strategy: how the function is traced and compiled
+            (``state_core.engine.Strategy``; default: traced at the arguments' own
+            shapes and compiled with ``jax.jit``). A strategy carries
+            ``static_argnums``, ``static_argnames`` and ``donate_states`` itself, so
+            those three are not given beside it.
 
     Example:
         >>> import jax.numpy as jnp
@@ -112,14 +119,6 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
         ['counter']
     """
 
-    #: Whether a new program may run op by op (no XLA compile) when it is the first
-    #: call of this object: a transformation built inline for one call (or a one-shot
-    #: initialisation) then costs what running it eagerly costs, and a reused object
-    #: compiles at its second call. Transformations whose first call would compile
-    #: anyway (``jit``, loops, ``pmap2``) leave it off; ``set_eager_first_calls`` /
-    #: ``eager_first_calls`` turn it on for every transformation that can run op by op.
-    eager_first_call = False
-
     def __init__(
         self,
         fun: Callable[..., Any],
@@ -129,15 +128,35 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
         name: str | None = None,
         cache_size: int | None = None,
         donate_states: bool = True,
+        strategy: Strategy[Any] | None = None,
     ) -> None:
         if not callable(fun):
             raise TypeError(f"StatefulFunction expects a callable, got {type(fun).__name__}.")
+        if strategy is None:
+            plain = static_argnums == () and static_argnames == () and donate_states is True
+            strategy = (
+                _PLAIN
+                if plain
+                else Strategy(
+                    static_argnums=normalize_argnums(static_argnums, "static_argnums"),
+                    static_argnames=normalize_argnames(static_argnames),
+                    donate_states=donate_states,
+                )
+            )  # (a strategy is frozen: every plain function shares one, built once)
+        elif static_argnums != () or static_argnames != () or donate_states is not True:
+            raise TypeError(
+                "StatefulFunction: give static_argnums, static_argnames and donate_states to the "
+                "strategy (its fields), not beside strategy=."
+            )
+        elif not isinstance(strategy, Strategy):
+            raise TypeError(
+                f"StatefulFunction: strategy must be a state_core.engine.Strategy, got {type(strategy).__name__}."
+            )
         self.fun = fun
-        self.static_argnums = normalize_argnums(static_argnums, "static_argnums")
-        self.static_argnames = normalize_argnames(static_argnames)
+        self.strategy = strategy
         # A static parameter is static however it is passed, as in jax.jit.
-        self._static_name_positions = positions_of_names(fun, self.static_argnames)
-        self._no_statics = not (self.static_argnums or self.static_argnames)
+        self._static_name_positions = positions_of_names(fun, strategy.static_argnames)
+        self._no_statics = not (strategy.static_argnums or strategy.static_argnames)
         self.name = name if name else getattr(fun, "__name__", type(fun).__name__)
         self._record = FunctionRecord(DEFAULT_CACHE_SIZE if cache_size is None else cache_size)
         self._cache = self._record.cache
@@ -147,24 +166,36 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
         self._shared = cache_size is not None
         self._last: CacheEntry[Any] | None = None
         self._called = False  # its first call may run a new program op by op
-        self.donate_states = bool(donate_states)
         register_cache_owner(self)
+
+    @property
+    def static_argnums(self) -> tuple[int, ...]:  # type: ignore[override]
+        """The positions of the compile-time constant arguments (the strategy's)."""
+        return self.strategy.static_argnums
+
+    @property
+    def static_argnames(self) -> tuple[str, ...]:  # type: ignore[override]
+        """The names of the compile-time constant keyword arguments (the strategy's)."""
+        return self.strategy.static_argnames
+
+    @property
+    def donate_states(self) -> bool:
+        """Whether written States are updated in place when nothing else holds them (the strategy's)."""
+        return self.strategy.donate_states
 
     # ------------------------------------------------------------------ identity
     def __engine_identity__(self) -> Hashable | None:
-        """What this object computes: its class, its function and its options (None: unshareable)."""
+        """What this object computes: its strategy and its function (None: unshareable)."""
         fun_identity = callable_identity(self.fun)
         if fun_identity is None:
             return None
         try:
-            options = self._identity_options()
-        except Unshareable:
+            strategy = self.strategy.identity()
+        except Unshareable:  # an option ``frozen`` cannot key: the programs stay this object's
             return None
-        return (type(self), fun_identity, options)
-
-    def _identity_options(self) -> Hashable:
-        """The options the programs depend on (raise ``Unshareable`` if they cannot be keyed)."""
-        return (self.static_argnums, self.static_argnames, self.donate_states)
+        if strategy is None:
+            return None
+        return (type(self.strategy), strategy, fun_identity)
 
     def __graph_roots__(self) -> list[Any]:
         """The objects whose States the function reaches (see ``state_core.engine.graph_roots``)."""
@@ -179,72 +210,10 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
         record = shared_record(identity)
         self._record, self._cache, self._trace_lock = record, record.cache, record.trace_lock
 
-    @property
-    def _learned(self) -> dict[Any, Any]:
-        """What the strategy remembers between signatures, shared like the programs."""
-        return self._record.learned
-
-    # ------------------------------------------------------------------ strategy hooks
-    def _new_trace_context(self) -> Any:
-        """A fresh object that the hooks below share during one trace (None by default).
-
-        Strategies keep everything they learn while tracing in it, never on ``self``,
-        so that traces of one function in several threads do not interfere.
-        """
-        return None
-
-    def _abstract_inputs(
-        self, ctx: Any, dyn_args: tuple[Any, ...], dyn_kwargs: dict[str, Any], leaves: list[Any]
-    ) -> list[Any]:
-        """The abstract values the user function is traced with (one per dynamic leaf)."""
-        return [abstract_value(x) for x in leaves]
-
-    def _state_input_avals(self, ctx: Any, state: State[Any], value: Any) -> Any:
-        """The abstract value the traced code sees when it first reads ``state``."""
-        return jax.tree.map(abstract_value, value)
-
-    def _axis_env(self, ctx: Any) -> list[tuple[Any, int]] | None:
-        """Named axes (``(name, size)`` pairs) bound while tracing; used by mapping strategies."""
-        return None
-
-    def _analyze(self, ctx: Any, trace: Trace, dyn_args: tuple[Any, ...], dyn_kwargs: dict[str, Any]) -> Any:
-        """What the strategy decides about a new trace (its own frozen record), before compiling."""
-        return None
-
-    def _compile(self, trace: Trace, info: Any) -> Program:
-        """Build the ``Program`` of a trace: ``(rw values, ro values, *leaves) -> (out, new values)``."""
-        pure = named(pure_program(trace), self.name)
-        return Program(
-            run=jax.jit(pure),
-            write_back=trace.write_states,
-            eager=pure if self.eager_first_call or eager_first_calls_enabled() else None,
-            **self._donating(jax.jit, pure, trace),
-        )
-
-    def _donating(
-        self, jit: Callable[..., Any], pure: Callable[..., Any], trace: Trace, **kwargs: Any
-    ) -> dict[str, Any]:
-        """The ``Program`` fields of the donating form: ``jit(pure, donate_argnums=(0,), **kwargs)``
-        (the program with the written states' values donated) and the order of its results,
-        or no fields when this function does not donate, writes no input state, runs
-        inside another trace or writes less than ``donation_min_bytes()``."""
-        if not self.donate_states or not trace.rw_index or CTX.stacks or _written_nbytes(trace) < donation_min_bytes():
-            return {}  # (a jax.jit object costs a small program's first call about 1%)
-        if "out_shardings" in kwargs:  # a prefix of the (output, new values) tuple: keep its order
-            return {"donating": jit(pure, donate_argnums=(0,), **kwargs)}
-        return {
-            "donating": jit(_new_values_first(pure), donate_argnums=(0,), **kwargs),
-            "donating_new_values_first": True,
-        }
-
-    def _runs_on_several_devices(self, trace: Trace, info: Any) -> bool:
-        """Whether the program spans several devices (it then blocks before write-back)."""
-        return False
-
     # ------------------------------------------------------------------ tracing
-    def _trace(
+    def _trace_once(
         self,
-        ctx: Any,
+        ctx: TraceContext,
         key: Hashable,
         leaves: list[Any],
         treedef: Any,
@@ -253,15 +222,16 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
         dyn_args: tuple[Any, ...],
         dyn_kwargs: dict[str, Any],
     ) -> Trace:
-        """Run the user function once under a JAX trace (strategies may wrap this)."""
-        abstract = self._abstract_inputs(ctx, dyn_args, dyn_kwargs, leaves)
+        """Run the user function once under a JAX trace, as the strategy says."""
+        strategy = self.strategy
+        abstract = strategy.abstract_inputs(ctx, dyn_args, dyn_kwargs, leaves)
         n_args = len(dyn_args) + len(static_args)
 
         def rebuild(flat: Sequence[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
             return self._rebuild_args(flat, treedef, static_args, static_kwargs, n_args)
 
         def state_avals(state: State[Any], value: Any) -> Any:
-            return self._state_input_avals(ctx, state, value)
+            return strategy.state_input_avals(ctx, state, value)
 
         return trace_function(
             self.fun,
@@ -272,7 +242,7 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
             treedef,
             n_args,
             state_input_avals=state_avals,
-            axis_env=self._axis_env(ctx),
+            axis_env=strategy.axis_env(ctx),
             context=trace_context(),
         )
 
@@ -288,11 +258,18 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
         roots = self.__graph_roots__()
         generation = GENERATION.value
         before = graph_states(*roots) if roots else None
-        ctx = self._new_trace_context()
+        strategy = self.strategy
+        ctx = strategy.new_trace_context(self.fun, self.name, self._record.learned)
+
+        def trace_once() -> Trace:
+            return self._trace_once(ctx, key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs)
+
         # Settings read while tracing (environ's dt ...) are constants of the program.
         with recording_call_contexts() as env_reads:
-            trace = self._trace(ctx, key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs)
-        info = self._analyze(ctx, trace, dyn_args, dyn_kwargs)
+            trace = strategy.trace(ctx, trace_once)
+        info = strategy.analyze(ctx, trace, dyn_args, dyn_kwargs)
+        if ctx.learn:  # kept only once the trace and its analysis succeeded
+            self._record.learned.update(ctx.learn)
         graph = snapshot_graph(before, trace.states) if before is not None else None
         entry: CacheEntry[Any] = CacheEntry(trace, info, None, graph, generation)
         entry.env_reads = env_reads or None
@@ -308,12 +285,12 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
         return entry
 
     def _add_program(self, entry: CacheEntry[Any], leaves: Sequence[Any]) -> None:
-        """Compile ``entry``'s trace (the strategy's ``_compile``), settle what the pipeline decides, set its runner."""
+        """Compile ``entry``'s trace (the strategy's ``compile``), settle what the pipeline decides, set its runner."""
         trace, info = entry.trace, entry.info
-        program = self._compile(trace, info)
+        program = self.strategy.compile(trace, info, self.name)
         jaxpr = open_jaxpr(trace.closed_jaxpr)
         may_fail = may_fail_at_run_time(jaxpr)  # (one walk of the jaxpr for both uses below)
-        several_devices = self._runs_on_several_devices(trace, info)
+        several_devices = self.strategy.spans_devices(trace, info)
         settled: dict[str, Any] = {}
         if not program.block and (several_devices or may_fail):
             settled["block"] = True

@@ -1,19 +1,21 @@
 """Extension points for framework authors: what a new state-aware transformation is built on.
 
 User code does not need this module. Every state-aware transformation is one
-pipeline, ``StatefulFunction``:
+pipeline, ``StatefulFunction``, run with its own ``Strategy``:
 
     call -> signature -> cache -> miss: trace once -> ``Trace``
-                                         -> strategy: ``_analyze`` -> info, ``_compile`` -> ``Program``
+                                         -> strategy: ``analyze`` -> info, ``compile`` -> ``Program``
                                -> replay: check, read states, run once, write back all or nothing
 
-A new transformation subclasses ``StatefulFunction`` and overrides its strategy
-hooks; the pipeline, not the strategy, reads, checks and writes the States. The
-guide [Building a state-aware transform](../guides/writing-a-transform.md)
+A strategy is a frozen value: a new transformation subclasses ``Strategy``, adds
+its options as fields and overrides the hooks it needs; the pipeline, not the
+strategy, reads, checks and writes the States. The guide
+[Building a state-aware transform](../guides/writing-a-transform.md)
 (``docs/guides/writing-a-transform.md``) builds one end to end. The names here
 are grouped by what an author does with them (the order of ``__all__``):
 
-* build a strategy: the frozen ``Trace`` and ``Program`` records,
+* build a strategy: ``Strategy`` and its per-trace ``TraceContext``, the frozen
+  ``Trace`` and ``Program`` records,
   ``pure_program`` / ``jaxpr_evaluator`` (the one evaluation of a traced jaxpr),
   ``StateRules`` for ``{filter: value}`` options, ``register_call_context`` for a
   setting that belongs to the call signature;
@@ -33,12 +35,14 @@ Example:
     A strategy that doubles what the function returns (reading, checking and
     writing states is the pipeline's job):
 
+    >>> import dataclasses
     >>> import jax
     >>> import jax.numpy as jnp
     >>> from state_core import State, StatefulFunction
-    >>> from state_core.engine import Program, pure_program
-    >>> class Doubled(StatefulFunction):
-    ...     def _compile(self, trace, info):
+    >>> from state_core.engine import Program, Strategy, pure_program
+    >>> @dataclasses.dataclass(frozen=True, kw_only=True)
+    ... class Doubled(Strategy):
+    ...     def compile(self, trace, info, name):
     ...         pure = pure_program(trace)
     ...         def run(rw, ro, *leaves):
     ...             out, new_values = pure(rw, ro, *leaves)
@@ -48,7 +52,7 @@ Example:
     >>> def add(x):
     ...     total.value = total.value + x
     ...     return total.value
-    >>> f = Doubled(add)
+    >>> f = StatefulFunction(add, strategy=Doubled())
     >>> f(1.0), f(2.0), total.value
     (Array(2., dtype=float32), Array(6., dtype=float32), Array(3., dtype=float32))
 """
@@ -78,11 +82,14 @@ from ._replay import handout_locks, read_state_values, write_state_values
 from ._rules import StateRules
 from ._sharding import annotated_spec, check_spec_fits, input_placer, place_value, state_sharding
 from ._signature import canonical_signature, context_markers, pushed_context
+from ._strategy import Strategy, TraceContext
 from ._trace import forget_created_states, private_state_values
 from ._tracing import shape_structs
 
 __all__ = [
     # build a strategy: the records it reads and returns, the default program, its options
+    "Strategy",
+    "TraceContext",
     "Trace",
     "Program",
     "pure_program",

@@ -19,7 +19,7 @@ from state_core.filter import Filter, FilterLike
 from state_random import is_random_state
 from state_transform.engine import parse_state_rules
 
-from ._map_shard import MemberLayout, ShardedMapping, member_layout, place_members
+from ._map_shard import MemberLayout, ShardedMappingStrategy, member_layout, place_members
 from ._module import Module
 from ._typing import M
 
@@ -397,17 +397,17 @@ class Map(Module, Generic[M]):
             in_axes = tuple(in_axes)
         mapping: state_transform.StatefulMapping
         if self._layout is not None:
-            mapping = ShardedMapping(
-                runner,
-                self._layout,
+            strategy = ShardedMappingStrategy(
+                layout=self._layout,
                 in_axes=in_axes,
                 out_axes=out_axes,
                 axis_name=axis_name,
                 axis_size=self.init_map_size,
-                state_in_axes=rules,
-                state_out_axes=rules,
+                in_rules=rules,
+                out_rules=rules,
                 keyword_axis=None,
             )
+            mapping = state_transform.StatefulMapping(runner, strategy=strategy)
         else:
             # Keyword arguments are shared by every member, not mapped.
             spmd = self.spmd_axis_name
@@ -649,17 +649,18 @@ class Map(Module, Generic[M]):
             static = tuple(range(n_args + len(names)))
             fun = types.MethodType(reset, self.module)
             if self._layout is not None:
-                mapping = ShardedMapping(
-                    fun,
-                    self._layout,
+                rules = cast("StateRules[Any]", cache.rules)  # (init_all_states sets them with the groups)
+                strategy = ShardedMappingStrategy(
+                    layout=self._layout,
                     in_axes=None,
                     out_axes=None,
                     static_argnums=static,
                     axis_size=self.init_map_size,
                     axis_name=self.axis_name,
-                    state_in_axes=cache.rules,
-                    state_out_axes=cache.rules,
+                    in_rules=rules,
+                    out_rules=rules,
                 )
+                mapping = state_transform.StatefulMapping(fun, strategy=strategy)
             else:
                 mapping = state_transform.StatefulMapping(
                     fun,

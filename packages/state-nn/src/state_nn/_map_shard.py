@@ -28,10 +28,9 @@ from jax.sharding import PartitionSpec as P
 
 from state_core import State
 from state_core.engine import Program, Trace, input_placer, place_value, write_state_values
-from state_transform import StatefulMapping
-from state_transform.engine import MappingInfo, build_mapped_program
+from state_transform.engine import MappingInfo, MappingStrategy, build_mapped_program
 
-__all__ = ["MemberLayout", "ShardedMapping", "member_layout", "place_members"]
+__all__ = ["MemberLayout", "ShardedMappingStrategy", "member_layout", "place_members"]
 
 MEMBER_AXIS = "members"  # the axis name of the meshes Map builds itself
 
@@ -118,39 +117,46 @@ def member_layout(behavior: str, size: int, mesh: Any, mesh_axis: Any) -> Member
     return layout
 
 
-class ShardedMapping(StatefulMapping):
-    """A ``vmap``-based ``StatefulMapping`` compiled with the member axis sharded over a mesh.
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ShardedMappingStrategy(MappingStrategy):
+    """A ``vmap``-based ``MappingStrategy`` compiled with the member axis sharded over a mesh.
 
     The program is exactly the one ``vmap2`` builds (the per-member random keys are
     split the same way), wrapped in ``jax.jit`` with in/out shardings from each
     state's and argument's mapped axis. Its inputs are moved to those shardings
     before a call and stored back placed, so the first and later calls (whose inputs
     are the program's own outputs) share one compiled executable.
+
+    Args:
+        layout: where the members live (the mesh and the mesh axes of the member axis).
     """
 
-    def __init__(self, fun: Callable[..., Any], layout: MemberLayout, **kwargs: Any) -> None:
-        super().__init__(fun, mapping_fn=jax.vmap, **kwargs)
-        self._layout = layout
+    layout: MemberLayout
 
-    def _identity_options(self) -> Any:
-        layout = self._layout
-        return (super()._identity_options(), layout.mesh, layout.axes)
+    def identity(self) -> Hashable | None:
+        """The mapping's options and the member layout."""
+        options = super().identity()
+        if options is None:
+            return None
+        return (options, self.layout.mesh, self.layout.axes)
 
-    def _runs_on_several_devices(self, trace: Trace, info: MappingInfo) -> bool:
-        return self._layout.mesh.size > 1
+    def spans_devices(self, trace: Trace, info: MappingInfo) -> bool:
+        """Whether the member mesh has more than one device."""
+        return self.layout.mesh.size > 1
 
-    def _trace(self, *args: Any) -> Trace:
+    def trace(self, ctx: Any, trace_once: Callable[[], Trace]) -> Trace:
+        """Trace with the member mesh in effect, so the recorded operations belong to the program's mesh."""
         # The function runs once here and is replayed inside the compiled program, whose
         # axes are all Auto (``_on_member_mesh``): trace it with that mesh in effect, so
         # the operations it records belong to the program's mesh, not the caller's.
-        with jax.sharding.use_abstract_mesh(self._layout.traced_mesh):
-            trace: Trace = super()._trace(*args)
-        return trace
+        with jax.sharding.use_abstract_mesh(self.layout.traced_mesh):
+            return super().trace(ctx, trace_once)
 
-    def _compile(self, trace: Trace, info: MappingInfo) -> Program:
-        base = super()._compile(trace, info)
-        program, _ = build_mapped_program(trace, info, jax.vmap, {}, self.out_axes, self._donate_positions)
-        layout = self._layout
+    def compile(self, trace: Trace, info: MappingInfo, name: str) -> Program:
+        """``vmap2``'s program in ``jax.jit`` with the member axis sharded over the mesh."""
+        base = super().compile(trace, info, name)
+        program, _ = build_mapped_program(trace, info, jax.vmap, {}, self.out_axes, self.donate_positions)
+        layout = self.layout
         state_shardings = [
             layout.sharding(mode, _ndim(state)) for state, mode in zip(trace.in_states, info.in_modes, strict=True)
         ]
@@ -188,7 +194,7 @@ class ShardedMapping(StatefulMapping):
             eager=None,
             prepare=_member_placer(trace.in_states, state_shardings, leaf_shardings, layout),
             # (with out_shardings given, the donating form keeps the order of `run`)
-            donating=self._donating(jax.jit, program, trace, **shardings).get("donating"),
+            donating=self.donating(jax.jit, program, trace, **shardings).get("donating"),
             donating_new_values_first=False,
         )
 

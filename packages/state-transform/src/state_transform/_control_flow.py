@@ -77,6 +77,8 @@ class ControlFlow(StatefulFunction):
             it also names the ``StatefulFunction``.
         params: the call's options that change the program (a length, a flag),
             compared by value (``frozen``) so equal calls share their programs.
+        static_argnums: positions of the call's arguments that are compile-time
+            constants (``checkpoint`` takes them).
 
     Raises:
         TypeError: a body is not callable, or is a State.
@@ -84,14 +86,22 @@ class ControlFlow(StatefulFunction):
 
     __module__ = "state_transform"
 
-    def __init__(self, bodies: Sequence[Callable[..., Any]], names: Sequence[str], who: str, params: Hashable) -> None:
+    def __init__(
+        self,
+        bodies: Sequence[Callable[..., Any]],
+        names: Sequence[str],
+        who: str,
+        params: Hashable,
+        *,
+        static_argnums: tuple[int, ...] = (),
+    ) -> None:
         for body, name in zip(bodies, names, strict=True):
             check_body(body, f"{who}: {name}")
         self.bodies = tuple(bodies)
         self.body_names = tuple(names)
         self.who = who
         self.params = params
-        super().__init__(self._run, name=who)
+        super().__init__(self._run, static_argnums, name=who)
 
     def __engine_identity__(self) -> Hashable | None:
         identities = tuple(callable_identity(b) for b in self.bodies)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import warnings
-from collections.abc import Callable, Sequence
-from typing import Any, Generic, Literal, TypeVar, overload
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, ClassVar, Generic, Literal, NamedTuple, TypeVar, overload
 
 import jax
 import jax.numpy as jnp
@@ -15,7 +16,9 @@ from state_core import State, StateDict, StatefulFunction, states_of_callable
 from state_core.engine import (
     IdentityRef,
     Program,
+    Strategy,
     Trace,
+    TraceContext,
     api_boundary,
     is_eager,
     jaxpr_evaluator,
@@ -29,7 +32,7 @@ from state_core.engine import (
 from ._diff_base import normalize_argnums
 from ._typing import P, Q, R
 
-__all__ = ["grad", "GradFunction"]
+__all__ = ["grad", "GradFunction", "GradStrategy"]
 
 # A GradFunction[P, R] takes the function's parameters P; R is what its call returns:
 # grads, (grads, loss), (grads, aux) or (grads, loss, aux). The loss and aux types come
@@ -60,6 +63,63 @@ def _has_nan(tree: Any) -> Any:
         if jnp.issubdtype(jnp.result_type(leaf), jnp.inexact)
     ]
     return jnp.any(jnp.stack(flags)) if flags else jnp.bool_(False)
+
+
+def _nan_check(labels: tuple[str, ...], who: str) -> Callable[[Any], None]:
+    """``raise_if_nan(found)``: raise ``FloatingPointError`` naming what holds a NaN or Inf.
+
+    Args:
+        labels: what each flag the program computes names (the loss, each entry of
+            ``grad_states``, each differentiated argument).
+        who: how the message names the gradient (``grad(loss)``).
+    """
+
+    def raise_if_nan(found: Any) -> None:
+        bad = [label for label, flag in zip(labels, np.asarray(found), strict=True) if flag]
+        if bad:
+            raise FloatingPointError(
+                f"{who}: NaN or Inf in {', '.join(dict.fromkeys(bad))}; no state was written. To find the "
+                "operation that produced it, run with jax.config.update('jax_debug_nans', True)."
+            )
+
+    return raise_if_nan
+
+
+def _assemble(
+    state_treedef: Any,
+    argnums: int | tuple[int, ...] | None,
+    return_value: bool,
+    has_aux: bool,
+    state_grads: list[Any],
+    arg_grads: tuple[Any, ...],
+    loss: Any,
+    aux: Any,
+) -> Any:
+    """What a gradient call returns: grads, then the loss and aux when asked for.
+
+    Args:
+        state_treedef: the structure of ``grad_states`` (None: no state gradients).
+        argnums: the differentiated argument position(s), or None.
+        return_value: append the loss.
+        has_aux: append aux.
+        state_grads: one gradient per entry of ``grad_states``.
+        arg_grads: one gradient per differentiated argument.
+        loss: the function's value.
+        aux: its auxiliary output (None without ``has_aux``).
+    """
+    state_part = None if state_treedef is None else jax.tree.unflatten(state_treedef, state_grads)
+    if argnums is None:
+        grads = state_part
+    else:
+        arg_part = arg_grads[0] if isinstance(argnums, int) else tuple(arg_grads)
+        grads = arg_part if state_treedef is None else (state_part, arg_part)
+    if return_value and has_aux:
+        return grads, loss, aux
+    if return_value:
+        return grads, loss
+    if has_aux:
+        return grads, aux
+    return grads
 
 
 def _checked_by(raise_if_nan: Callable[[Any], None]) -> Callable[[Any], Any]:
@@ -107,9 +167,7 @@ class GradFunction(StatefulFunction, Generic[P, R]):
 
     __module__ = "state_transform"
 
-    # A gradient built inline in an eager training loop runs op by op on its first
-    # call, like jax.grad; a reused one is compiled from its second call on.
-    eager_first_call = True
+    strategy: GradStrategy
 
     def __init__(
         self,
@@ -120,73 +178,191 @@ class GradFunction(StatefulFunction, Generic[P, R]):
         return_value: bool = False,
         debug_nan: bool = False,
     ) -> None:
-        super().__init__(fun, name=getattr(fun, "__name__", None))
-        keyed, self._grad_treedef = jax.tree_util.tree_flatten_with_path(grad_states, is_leaf=_is_state)
-        states = [s for _, s in keyed]
-        # Where each entry sits in grad_states: names a state the function's objects do not hold.
-        self._grad_state_keys = [key for key, _ in keyed]
-        for s in states:
+        name = getattr(fun, "__name__", None)
+        if argnums is None and grad_states is None:
+            argnums = 0
+        strategy = GradStrategy(
+            grad_states=grad_states,
+            argnums=normalize_argnums(argnums, f"grad({name or type(fun).__name__})"),
+            has_aux=has_aux,
+            return_value=return_value,
+            debug_nan=debug_nan,
+        )
+        super().__init__(fun, name=name, strategy=strategy)
+        functools.update_wrapper(self, fun, updated=())
+
+    @property
+    def grad_states(self) -> Any:
+        """The States (or tree of States) differentiated, as given."""
+        return self.strategy.grad_states
+
+    @property
+    def argnums(self) -> int | tuple[int, ...] | None:
+        """The differentiated argument position(s), or None for states only."""
+        return self.strategy.argnums
+
+    @property
+    def has_aux(self) -> bool:
+        """Whether the function returns ``(loss, aux)``."""
+        return self.strategy.has_aux
+
+    @property
+    def return_value(self) -> bool:
+        """Whether the call also returns the loss."""
+        return self.strategy.return_value
+
+    @property
+    def debug_nan(self) -> bool:
+        """Whether a call whose loss or gradients hold a NaN or Inf is refused."""
+        return self.strategy.debug_nan
+
+    @api_boundary
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        result = super().__call__(*args, **kwargs)
+        if not self.strategy.returns_state_dict:
+            return result
+        # Gradients of Module.states() come back as a plain path -> array dict (in the
+        # states' order), the form optax and friends expect. Converted here, outside
+        # the compiled program, because JAX would sort a plain dict's mixed-type keys.
+        return jax.tree.map(
+            lambda x: dict(x) if isinstance(x, StateDict) else x,
+            result,
+            is_leaf=lambda x: isinstance(x, StateDict),
+        )
+
+
+class GradInfo(NamedTuple):
+    """What a gradient's strategy decides about one trace.
+
+    Attributes:
+        grad_index: per entry of ``grad_states``, its position among the states the
+            traced function reads (None: never read, its gradient is zero).
+        arg_tuple: the differentiated argument positions.
+        nan_labels: with ``debug_nan``, what each NaN flag of the program names (the
+            loss, each entry of ``grad_states``, each differentiated argument).
+    """
+
+    grad_index: tuple[int | None, ...]
+    arg_tuple: tuple[int, ...]
+    nan_labels: tuple[str, ...] | None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class GradStrategy(Strategy[TraceContext]):
+    """How ``grad`` traces and compiles: the traced program differentiated with ``jax.grad``.
+
+    Args:
+        grad_states: the States (or a tree of them) to differentiate with respect to.
+        argnums: the differentiated argument position(s), or None.
+        has_aux: the function returns ``(loss, aux)``.
+        return_value: the call also returns the loss.
+        debug_nan: refuse results that hold a NaN or Inf.
+    """
+
+    # A gradient built inline in an eager training loop runs op by op on its first
+    # call, like jax.grad; a reused one is compiled from its second call on.
+    eager_first_call: ClassVar[bool] = True
+
+    grad_states: Any = dataclasses.field(default=None, compare=False)
+    argnums: int | tuple[int, ...] | None = None
+    has_aux: bool = False
+    return_value: bool = False
+    debug_nan: bool = False
+    grad_treedef: Any = dataclasses.field(init=False, compare=False)
+    grad_state_list: tuple[State[Any], ...] = dataclasses.field(init=False, compare=False)
+    # Where each entry sits in grad_states: names a state the function's objects do not hold.
+    grad_state_keys: tuple[Any, ...] = dataclasses.field(init=False, compare=False)
+    returns_state_dict: bool = dataclasses.field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        keyed, treedef = jax.tree_util.tree_flatten_with_path(self.grad_states, is_leaf=_is_state)
+        for _, s in keyed:
             if not isinstance(s, State):
                 raise TypeError(
                     f"grad_states must be a State or a list/tuple/dict of States, but it contains a {type(s).__name__}."
                 )
-        self.grad_states = grad_states
-        self._returns_state_dict = isinstance(grad_states, StateDict)
-        self._grad_state_list: list[State[Any]] = states
-        if argnums is None and grad_states is None:
-            argnums = 0
-        self.argnums = normalize_argnums(argnums, f"grad({self.name})")
-        self.has_aux = has_aux
-        self.return_value = return_value
-        self.debug_nan = debug_nan
+        object.__setattr__(self, "grad_treedef", treedef)
+        object.__setattr__(self, "grad_state_list", tuple(s for _, s in keyed))
+        object.__setattr__(self, "grad_state_keys", tuple(key for key, _ in keyed))
+        object.__setattr__(self, "returns_state_dict", isinstance(self.grad_states, StateDict))
 
-        functools.update_wrapper(self, fun, updated=())
-
-    def _identity_options(self) -> Any:
-        states = tuple(IdentityRef(s) for s in self._grad_state_list)
-        argnums = self.argnums if not isinstance(self.argnums, list) else tuple(self.argnums)
+    def identity(self) -> Hashable | None:
+        """The options, with the ``grad_states`` named weakly (a dropped model is freed)."""
         return (
-            super()._identity_options(),
-            self._grad_treedef,
-            states,
-            argnums,
+            self.static_argnums,
+            self.static_argnames,
+            self.donate_states,
+            self.grad_treedef,
+            tuple(IdentityRef(s) for s in self.grad_state_list),  # weakly: a dropped model is freed
+            self.argnums,
             self.has_aux,
             self.return_value,
-            self._returns_state_dict,
+            self.returns_state_dict,
             self.debug_nan,
         )
 
-    def _compile(self, trace: Trace, info: None) -> Program:
+    def analyze(
+        self, ctx: TraceContext, trace: Trace, dyn_args: tuple[Any, ...], dyn_kwargs: dict[str, Any]
+    ) -> GradInfo:
+        """Check ``has_aux``, ``argnums`` and ``grad_states`` against the trace; find each state's input."""
         returned = trace.out_shapes
         if self.has_aux and not (isinstance(returned, (tuple, list)) and len(returned) == 2):
             got = f"a {type(returned).__name__}"
             if hasattr(returned, "shape"):
                 got = f"a single array of shape {tuple(returned.shape)}"
             raise TypeError(
-                f"grad(has_aux=True) needs {self.name} to return a (value, aux) pair, but it "
+                f"grad(has_aux=True) needs {ctx.name} to return a (value, aux) pair, but it "
                 f"returned {got}. Return `loss, aux`, or drop has_aux=True."
             )
-        evaluate = jaxpr_evaluator(trace)
         in_index = {id(s): k for k, s in enumerate(trace.in_states)}
-        grad_index = [in_index.get(id(s)) for s in self._grad_state_list]
-        self._check_grad_states(grad_index)
-        # A state listed twice in grad_states is differentiated once; every entry
-        # that names it receives that full gradient.
-        unique = list(dict.fromkeys(k for k in grad_index if k is not None))
-        slot = {k: j for j, k in enumerate(unique)}
-        zeros = [shape_structs(s._value) for s in self._grad_state_list]
+        grad_index = tuple(in_index.get(id(s)) for s in self.grad_state_list)
+        found: list[dict[int, Any]] = []
+
+        def paths() -> dict[int, Any]:
+            # Paths cost a walk of the function's objects: only when a message needs them.
+            if not found:
+                found.append(states_of_callable(ctx.fun).paths_by_state())
+            return found[0]
+
+        self._check_grad_states(grad_index, paths, ctx.name)
         argnums = self.argnums
         arg_tuple = () if argnums is None else ((argnums,) if isinstance(argnums, int) else tuple(argnums))
         n_args = trace.n_args
         for i in arg_tuple:
             if not -n_args <= i < n_args:
                 raise ValueError(
-                    f"grad: argnums contains {i}, but {self.name} was called with {n_args} positional argument(s)."
+                    f"grad: argnums contains {i}, but {ctx.name} was called with {n_args} positional argument(s)."
                 )
+        nan_labels = None
+        if self.debug_nan:
+            nan_labels = (
+                f"the value of {ctx.name}",
+                *(f"the gradient of {self._grad_state_label(k, paths())}" for k in range(len(self.grad_state_list))),
+                *(f"the gradient of argument {i}" for i in arg_tuple),
+            )
+        return GradInfo(grad_index, arg_tuple, nan_labels)
+
+    def compile(self, trace: Trace, info: GradInfo, name: str) -> Program:
+        """``jax.grad`` of the traced program with respect to the states and arguments, compiled with ``jax.jit``."""
+        evaluate = jaxpr_evaluator(trace)
+        grad_index, arg_tuple = info.grad_index, info.arg_tuple
+        # A state listed twice in grad_states is differentiated once; every entry
+        # that names it receives that full gradient.
+        unique = list(dict.fromkeys(k for k in grad_index if k is not None))
+        slot = {k: j for j, k in enumerate(unique)}
+        zeros = [shape_structs(s._value) for s in self.grad_state_list]
         has_aux = self.has_aux
         dyn_treedef = trace.dyn_treedef
         merge = merger(trace)
-        assemble = self._assemble
+        # (the program keeps these plain values, not the strategy and its States)
+        assemble = functools.partial(
+            _assemble,
+            self.grad_treedef if self.grad_states is not None else None,
+            self.argnums,
+            self.return_value,
+            self.has_aux,
+        )
 
         def program(rw: list[Any], ro: list[Any], *dyn_leaves: Any) -> tuple[Any, list[Any]]:
             state_values = merge(rw, ro)
@@ -221,43 +397,17 @@ class GradFunction(StatefulFunction, Generic[P, R]):
                 return result, new_values
             return (result, found), new_values
 
-        named(program, f"grad_{self.name}")
+        named(program, f"grad_{name}")
         # Inside another transformation the output is traced: the check becomes a callback.
         nested = not is_eager()
-        raise_if_nan = self._nan_check(arg_tuple) if self.debug_nan else None
+        raise_if_nan = None if info.nan_labels is None else _nan_check(info.nan_labels, f"grad({name})")
         return Program(
             run=jax.jit(program),
             write_back=trace.write_states,
             eager=program,
             check=None if raise_if_nan is None or nested else _checked_by(raise_if_nan),
-            **({} if self.debug_nan else self._donating(jax.jit, program, trace)),
+            **({} if self.debug_nan else self.donating(jax.jit, program, trace)),
         )
-
-    def _nan_check(self, arg_tuple: tuple[int, ...]) -> Callable[[Any], None]:
-        """``raise_if_nan(found)``: raise ``FloatingPointError`` naming what holds a NaN or Inf.
-
-        Args:
-            arg_tuple: the differentiated argument positions.
-
-        Returns:
-            A function of the flags the program computes: one for the loss, one per
-            entry of ``grad_states``, one per differentiated argument.
-        """
-        paths = states_of_callable(self.fun).paths_by_state()
-        labels = [f"the value of {self.name}"]
-        labels += [f"the gradient of {self._grad_state_label(k, paths)}" for k in range(len(self._grad_state_list))]
-        labels += [f"the gradient of argument {i}" for i in arg_tuple]
-        who = f"grad({self.name})"
-
-        def raise_if_nan(found: Any) -> None:
-            bad = [label for label, flag in zip(labels, np.asarray(found), strict=True) if flag]
-            if bad:
-                raise FloatingPointError(
-                    f"{who}: NaN or Inf in {', '.join(dict.fromkeys(bad))}; no state was written. To find the "
-                    "operation that produced it, run with jax.config.update('jax_debug_nans', True)."
-                )
-
-        return raise_if_nan
 
     def _grad_state_label(self, k: int, paths: dict[int, Any]) -> str:
         """How messages name entry ``k`` of ``grad_states``.
@@ -266,80 +416,46 @@ class GradFunction(StatefulFunction, Generic[P, R]):
             k: the entry's position in the flattened ``grad_states``.
             paths: the paths of the states the function's objects hold, by ``id``.
         """
-        state = self._grad_state_list[k]
+        state = self.grad_state_list[k]
         path = paths.get(id(state))
         if path or state.name:
             return state_label(state, path)
-        return _entry_label(state, self._grad_state_keys[k], self._returns_state_dict)
+        return _entry_label(state, self.grad_state_keys[k], self.returns_state_dict)
 
-    def _check_grad_states(self, grad_index: list[int | None]) -> None:
+    def _check_grad_states(
+        self, grad_index: tuple[int | None, ...], paths: Callable[[], dict[int, Any]], name: str
+    ) -> None:
         """Refuse states without gradients; warn about states the function never reads.
 
         Args:
             grad_index: per entry of ``grad_states``, its position among the states
                 the traced function read, or None when it did not read it.
+            paths: the paths of the states the function's objects hold (walked on demand).
+            name: how messages name the function.
         """
-        found: list[dict[int, Any]] = []
-
-        def label(k: int) -> str:
-            # Paths cost a walk of the function's objects: only when a message needs one.
-            if not found:
-                found.append(states_of_callable(self.fun).paths_by_state())
-            return self._grad_state_label(k, found[0])
-
-        for k, state in enumerate(self._grad_state_list):
+        for k, state in enumerate(self.grad_state_list):
             for leaf in jax.tree.leaves(state._value):
                 dtype = jnp.result_type(leaf)
                 if not jnp.issubdtype(dtype, jnp.inexact):
                     raise TypeError(
-                        f"grad({self.name}): grad_states includes {label(k)}, whose value has "
+                        f"grad({name}): grad_states includes {self._grad_state_label(k, paths())}, whose value has "
                         f"dtype {dtype}; gradients exist only for floating-point and complex values. "
                         "Store it as a float (e.g. jnp.asarray(value, jnp.float32)) or leave it out "
                         "of grad_states."
                     )
         unread = [k for k, index in enumerate(grad_index) if index is None]
         if unread:
-            names = ", ".join(label(k) for k in unread[:3]) + (
+            names = ", ".join(self._grad_state_label(k, paths()) for k in unread[:3]) + (
                 f" and {len(unread) - 3} more" if len(unread) > 3 else ""
             )
             warnings.warn(
-                f"grad({self.name}): {names} in grad_states {'is' if len(unread) == 1 else 'are'} never "
-                f"read by {self.name}, so {'its gradient is' if len(unread) == 1 else 'their gradients are'} "
+                f"grad({name}): {names} in grad_states {'is' if len(unread) == 1 else 'are'} never "
+                f"read by {name}, so {'its gradient is' if len(unread) == 1 else 'their gradients are'} "
                 "zero. Pass the states the function reads (after re-creating parameters, e.g. with "
                 "init_all_states, collect them again).",
                 UserWarning,
                 stacklevel=user_stacklevel(),
             )
-
-    @api_boundary
-    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        result = super().__call__(*args, **kwargs)
-        if not self._returns_state_dict:
-            return result
-        # Gradients of Module.states() come back as a plain path -> array dict (in the
-        # states' order), the form optax and friends expect. Converted here, outside
-        # the compiled program, because JAX would sort a plain dict's mixed-type keys.
-        return jax.tree.map(
-            lambda x: dict(x) if isinstance(x, StateDict) else x,
-            result,
-            is_leaf=lambda x: isinstance(x, StateDict),
-        )
-
-    def _assemble(self, state_grads: list[Any], arg_grads: tuple[Any, ...], loss: Any, aux: Any) -> Any:
-        if self.grad_states is not None:
-            state_part = jax.tree.unflatten(self._grad_treedef, state_grads)
-        if self.argnums is None:
-            grads = state_part
-        else:
-            arg_part = arg_grads[0] if isinstance(self.argnums, int) else tuple(arg_grads)
-            grads = arg_part if self.grad_states is None else (state_part, arg_part)
-        if self.return_value and self.has_aux:
-            return grads, loss, aux
-        if self.return_value:
-            return grads, loss
-        if self.has_aux:
-            return grads, aux
-        return grads
 
 
 # The overloads give each calling convention its own return type: a decorator

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import types
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, NamedTuple, Self, cast, overload
 
 import jax
@@ -13,8 +14,9 @@ import jax
 from state_core import StatefulFunction, states_of_callable
 from state_core.engine import (
     Program,
+    Strategy,
     Trace,
-    Unshareable,
+    TraceContext,
     check_spec_fits,
     frozen,
     input_placer,
@@ -29,7 +31,7 @@ from state_core.engine import (
 from ._meshes import annotation_mesh_guard
 from ._typing import P, Q, R, S, T
 
-__all__ = ["jit", "JittedFunction"]
+__all__ = ["jit", "JittedFunction", "JitStrategy"]
 
 # Marks an in/out sharding the user did not give (``None`` is a valid sharding request).
 _UNSET = object()
@@ -73,6 +75,166 @@ class JitInfo(NamedTuple):
     def annotated(self) -> bool:
         """Whether any state is laid out by its annotation."""
         return any(s is not None for s in self.in_shardings + self.out_shardings)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class JitStrategy(Strategy[TraceContext]):
+    """How ``jit`` traces and compiles: ``jax.jit`` with the user's options, states laid out as annotated.
+
+    Args:
+        donate_argnums: positions of the user's arguments whose buffers the program
+            may reuse (``jax.jit``'s ``donate_argnums``).
+        in_shardings: ``jax.jit``'s ``in_shardings`` for the user's arguments, or unset.
+        out_shardings: ``jax.jit``'s ``out_shardings`` for the return value, or unset.
+        jit_kwargs: any other ``jax.jit`` option.
+    """
+
+    donate_argnums: tuple[int, ...] = ()
+    in_shardings: Any = _UNSET
+    out_shardings: Any = _UNSET
+    jit_kwargs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def identity(self) -> Hashable | None:
+        """The options and ``jax.jit`` settings (None when a sharding cannot be hashed: never shared)."""
+        shardings = (self.in_shardings, self.out_shardings)
+        try:
+            hash(shardings)
+        except TypeError:  # (a list of shardings): programs of this jit stay its own
+            return None
+        return (
+            self.static_argnums,
+            self.static_argnames,
+            self.donate_states,
+            self.donate_argnums,
+            shardings,
+            frozen(self.jit_kwargs),
+        )
+
+    def _dynamic_positions(self, trace: Trace) -> list[int]:
+        static = {i if i >= 0 else i + trace.n_args for i in self.static_argnums}
+        return [i for i in range(trace.n_args) if i not in static]
+
+    def _leaf_ranges(self, trace: Trace) -> list[tuple[int, int, int]]:
+        """``(user position, first leaf, end leaf)`` for each dynamic positional argument."""
+        dyn_args, _ = jax.tree.unflatten(trace.dyn_treedef, [0] * trace.dyn_treedef.num_leaves)
+        ranges = []
+        leaf = 0
+        for position, arg in zip(self._dynamic_positions(trace), dyn_args, strict=True):
+            n = len(jax.tree.leaves(arg))
+            ranges.append((position, leaf, leaf + n))
+            leaf += n
+        return ranges
+
+    def _user_leaf_shardings(self, trace: Trace, name: str) -> list[Any]:
+        """One sharding (or None) per dynamic argument leaf, from the user's ``in_shardings``."""
+        dyn_args, dyn_kwargs = jax.tree.unflatten(trace.dyn_treedef, [0] * trace.dyn_treedef.num_leaves)
+        if self.in_shardings is _UNSET:
+            return [None] * trace.dyn_treedef.num_leaves
+        given = self.in_shardings
+        if not isinstance(given, (tuple, list)):
+            given = (given,) * len(dyn_args)
+        if len(given) != len(dyn_args):
+            raise ValueError(
+                f"jit: in_shardings has {len(given)} entries but {name} was called with "
+                f"{len(dyn_args)} non-static positional argument(s); give one sharding (or None) "
+                "per argument, or a single sharding for all."
+            )
+        leaf_shardings: list[Any] = []
+        for arg, sharding in zip(dyn_args, given, strict=True):
+            leaves = jax.tree.leaves(arg)
+            if sharding is None or isinstance(sharding, jax.sharding.Sharding):
+                leaf_shardings.extend([sharding] * len(leaves))
+            else:  # a pytree of shardings matching the argument
+                leaf_shardings.extend(jax.tree.leaves(sharding, is_leaf=lambda x: x is None))
+        leaf_shardings.extend([None] * len(jax.tree.leaves(dyn_kwargs)))
+        return leaf_shardings
+
+    def analyze(
+        self, ctx: TraceContext, trace: Trace, dyn_args: tuple[Any, ...], dyn_kwargs: dict[str, Any]
+    ) -> JitInfo:
+        """The ``NamedSharding`` of every annotated state the program reads or writes.
+
+        Checked here, before anything runs: a state whose annotation has no mesh or
+        does not fit its value stops the call with the state's name and path.
+        """
+        states = {id(s): s for s in (*trace.in_states, *trace.write_states)}
+        annotated = [s for s in states.values() if s.metadata.get("sharding") is not None]
+        if not annotated:
+            return JitInfo((None,) * len(trace.in_states), (None,) * len(trace.write_states))
+        paths = states_of_callable(ctx.fun).paths_by_state()
+        shardings = {id(s): state_sharding(s, path=paths.get(id(s))) for s in annotated}
+        # A written value may change shape: its layout must fit the new value too.
+        for state, aval in zip(trace.write_states, trace.write_state_avals(), strict=True):
+            sharding = shardings.get(id(state))
+            if sharding is not None:
+                where = f"{state_label(state, paths.get(id(state)))} (the new value {ctx.name} writes)"
+                check_spec_fits(sharding.spec, sharding.mesh, aval, where)
+        labelled = [
+            (state_label(s, paths.get(id(s))), s.metadata["sharding"], sharding)
+            for s in annotated
+            if (sharding := shardings[id(s)]) is not None
+        ]
+        mesh_check = annotation_mesh_guard(labelled, ctx.name)
+        if mesh_check is not None:
+            mesh_check()  # before anything is compiled or run
+        return JitInfo(
+            tuple(shardings.get(id(s)) for s in trace.in_states),
+            tuple(shardings.get(id(s)) for s in trace.write_states),
+            mesh_check,
+        )
+
+    def compile(self, trace: Trace, info: JitInfo, name: str) -> Program:
+        """``jax.jit`` of the program with the user's donations, shardings and options; states laid out as annotated."""
+        donate: list[int] = []
+        if self.donate_argnums:
+            wanted = {i if i >= 0 else i + trace.n_args for i in self.donate_argnums}
+            for position, start, end in self._leaf_ranges(trace):
+                if position in wanted:
+                    donate.extend(range(2 + start, 2 + end))
+        kwargs = dict(self.jit_kwargs)
+        annotated = info.annotated
+        if annotated or self.in_shardings is not _UNSET:
+            rw = [info.in_shardings[k] for k in trace.rw_index]
+            ro = [info.in_shardings[k] for k in trace.ro_index]
+            kwargs["in_shardings"] = (rw, ro, *self._user_leaf_shardings(trace, name))
+        if annotated or self.out_shardings is not _UNSET:
+            user_out = None if self.out_shardings is _UNSET else self.out_shardings
+            kwargs["out_shardings"] = (user_out, list(info.out_shardings))
+        prepare = _checked(info.mesh_check, input_placer(trace.in_states, info.in_shardings)) if annotated else None
+        pure = named(pure_program(trace), name)
+        run = jax.jit(pure, donate_argnums=tuple(donate), **kwargs)
+        # The written states' values (argument 0) are donated too when nothing else holds them.
+        donating = self.donating(jax.jit, pure, trace, **kwargs)
+        if donating and donate:  # (in the order of `run`: the user's donations pair as they would there)
+            donating = {"donating": jax.jit(pure, donate_argnums=(0, *donate), **kwargs)}
+        return Program(run=run, write_back=trace.write_states, prepare=prepare, placed_by=self._placed_by(), **donating)
+
+    def _placed_by(self) -> tuple[tuple[str, Any], ...]:
+        """Where the user's ``in_shardings`` / ``out_shardings`` place the program (a device error names them)."""
+
+        def found(what: str, given: Any) -> list[tuple[str, Any]]:
+            if given is _UNSET:
+                return []
+            leaves = jax.tree.leaves(given, is_leaf=lambda x: isinstance(x, jax.sharding.Sharding))
+            return [(what, leaf) for leaf in leaves if isinstance(leaf, jax.sharding.Sharding)]
+
+        return (*found("its in_shardings", self.in_shardings), *found("its out_shardings", self.out_shardings))
+
+    def spans_devices(self, trace: Trace, info: JitInfo) -> bool:
+        """Whether an annotated or placed input state lies on several devices."""
+        # A state that lives on a mesh, or is annotated with one, makes the program span its devices.
+        if any(s is not None and len(s.device_set) > 1 for s in info.in_shardings + info.out_shardings):
+            return True
+        for state in trace.in_states:
+            for leaf in jax.tree.leaves(state._value):
+                sharding = getattr(leaf, "sharding", None)
+                if sharding is not None and len(sharding.device_set) > 1:
+                    return True
+        return False
+
+
+# (frozen: every jit without options shares it; building one costs an inline `jit(f)(x)` ~2 us)
+_PLAIN_JIT = JitStrategy()
 
 
 class JittedFunction(StatefulFunction, Generic[P, R]):
@@ -136,6 +298,7 @@ class JittedFunction(StatefulFunction, Generic[P, R]):
     """
 
     __module__ = "state_transform"
+    strategy: JitStrategy
 
     def __init__(
         self,
@@ -152,24 +315,61 @@ class JittedFunction(StatefulFunction, Generic[P, R]):
         donate_argnames: str | Iterable[str] = (),
         **jit_kwargs: Any,
     ) -> None:
-        super().__init__(
-            fun, static_argnums, static_argnames, name=name, cache_size=cache_size, donate_states=donate_states
-        )
-        self.origin_fun = fun
         # Donated by name means donated at its position too; passed by keyword, the
         # argument is not donated (a new buffer: slower, never wrong).
         numbers = _as_tuple(donate_argnums)
-        named = positions_of_names(fun, (donate_argnames,) if isinstance(donate_argnames, str) else donate_argnames)
-        self.donate_argnums = (*numbers, *(i for i in named if i not in numbers))
-        self.in_shardings = in_shardings
-        self.out_shardings = out_shardings
-        self.jit_kwargs = jit_kwargs
+        by_name = positions_of_names(fun, (donate_argnames,) if isinstance(donate_argnames, str) else donate_argnames)
+        plain = (
+            static_argnums == ()
+            and static_argnames == ()
+            and not numbers
+            and not by_name
+            and donate_states is True
+            and in_shardings is _UNSET
+            and out_shardings is _UNSET
+            and not jit_kwargs
+        )
+        strategy = (
+            _PLAIN_JIT
+            if plain
+            else JitStrategy(
+                static_argnums=_as_tuple(static_argnums),
+                static_argnames=(static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames),
+                donate_states=donate_states,
+                donate_argnums=(*numbers, *(i for i in by_name if i not in numbers)),
+                in_shardings=in_shardings,
+                out_shardings=out_shardings,
+                jit_kwargs=jit_kwargs,
+            )
+        )
+        super().__init__(fun, name=name, cache_size=cache_size, strategy=strategy)
+        self.origin_fun = fun
         self._bound: dict[int, tuple[Any, JittedFunction]] = {}
         functools.update_wrapper(self, fun, updated=())
 
     if TYPE_CHECKING:  # the call takes and returns what `fun` does (StatefulFunction.__call__ runs it)
 
         def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R: ...
+
+    @property
+    def donate_argnums(self) -> tuple[int, ...]:
+        """The positions of the user's arguments the program may reuse (``donate_argnames`` included)."""
+        return self.strategy.donate_argnums
+
+    @property
+    def in_shardings(self) -> Any:
+        """The ``in_shardings`` given for the user's arguments (an unset marker when none was)."""
+        return self.strategy.in_shardings
+
+    @property
+    def out_shardings(self) -> Any:
+        """The ``out_shardings`` given for the return value (an unset marker when none was)."""
+        return self.strategy.out_shardings
+
+    @property
+    def jit_kwargs(self) -> dict[str, Any]:
+        """The other ``jax.jit`` options the program is compiled with."""
+        return dict(self.strategy.jit_kwargs)
 
     @property
     def stateful_fun(self) -> StatefulFunction:
@@ -187,138 +387,6 @@ class JittedFunction(StatefulFunction, Generic[P, R]):
             (True, ['s'])
         """
         return self
-
-    # ------------------------------------------------------------------ program
-    def _identity_options(self) -> Any:
-        shardings = (self.in_shardings, self.out_shardings)
-        try:
-            hash(shardings)
-        except TypeError:
-            raise Unshareable(shardings) from None
-        return (
-            super()._identity_options(),
-            self.donate_argnums,
-            shardings,
-            frozen(self.jit_kwargs),
-        )
-
-    def _dynamic_positions(self, trace: Trace) -> list[int]:
-        static = {i if i >= 0 else i + trace.n_args for i in self.static_argnums}
-        return [i for i in range(trace.n_args) if i not in static]
-
-    def _leaf_ranges(self, trace: Trace) -> list[tuple[int, int, int]]:
-        """``(user position, first leaf, end leaf)`` for each dynamic positional argument."""
-        dyn_args, _ = jax.tree.unflatten(trace.dyn_treedef, [0] * trace.dyn_treedef.num_leaves)
-        ranges = []
-        leaf = 0
-        for position, arg in zip(self._dynamic_positions(trace), dyn_args, strict=True):
-            n = len(jax.tree.leaves(arg))
-            ranges.append((position, leaf, leaf + n))
-            leaf += n
-        return ranges
-
-    def _user_leaf_shardings(self, trace: Trace) -> list[Any]:
-        """One sharding (or None) per dynamic argument leaf, from the user's ``in_shardings``."""
-        dyn_args, dyn_kwargs = jax.tree.unflatten(trace.dyn_treedef, [0] * trace.dyn_treedef.num_leaves)
-        if self.in_shardings is _UNSET:
-            return [None] * trace.dyn_treedef.num_leaves
-        given = self.in_shardings
-        if not isinstance(given, (tuple, list)):
-            given = (given,) * len(dyn_args)
-        if len(given) != len(dyn_args):
-            raise ValueError(
-                f"jit: in_shardings has {len(given)} entries but {self.name} was called with "
-                f"{len(dyn_args)} non-static positional argument(s); give one sharding (or None) "
-                "per argument, or a single sharding for all."
-            )
-        leaf_shardings: list[Any] = []
-        for arg, sharding in zip(dyn_args, given, strict=True):
-            leaves = jax.tree.leaves(arg)
-            if sharding is None or isinstance(sharding, jax.sharding.Sharding):
-                leaf_shardings.extend([sharding] * len(leaves))
-            else:  # a pytree of shardings matching the argument
-                leaf_shardings.extend(jax.tree.leaves(sharding, is_leaf=lambda x: x is None))
-        leaf_shardings.extend([None] * len(jax.tree.leaves(dyn_kwargs)))
-        return leaf_shardings
-
-    def _analyze(self, ctx: Any, trace: Trace, dyn_args: tuple[Any, ...], dyn_kwargs: dict[str, Any]) -> JitInfo:
-        """The ``NamedSharding`` of every annotated state the program reads or writes.
-
-        Checked here, before anything runs: a state whose annotation has no mesh or
-        does not fit its value stops the call with the state's name and path.
-        """
-        states = {id(s): s for s in (*trace.in_states, *trace.write_states)}
-        annotated = [s for s in states.values() if s.metadata.get("sharding") is not None]
-        if not annotated:
-            return JitInfo((None,) * len(trace.in_states), (None,) * len(trace.write_states))
-        paths = states_of_callable(self.fun).paths_by_state()
-        shardings = {id(s): state_sharding(s, path=paths.get(id(s))) for s in annotated}
-        # A written value may change shape: its layout must fit the new value too.
-        for state, aval in zip(trace.write_states, trace.write_state_avals(), strict=True):
-            sharding = shardings.get(id(state))
-            if sharding is not None:
-                where = f"{state_label(state, paths.get(id(state)))} (the new value {self.name} writes)"
-                check_spec_fits(sharding.spec, sharding.mesh, aval, where)
-        labelled = [
-            (state_label(s, paths.get(id(s))), s.metadata["sharding"], sharding)
-            for s in annotated
-            if (sharding := shardings[id(s)]) is not None
-        ]
-        mesh_check = annotation_mesh_guard(labelled, self.name)
-        if mesh_check is not None:
-            mesh_check()  # before anything is compiled or run
-        return JitInfo(
-            tuple(shardings.get(id(s)) for s in trace.in_states),
-            tuple(shardings.get(id(s)) for s in trace.write_states),
-            mesh_check,
-        )
-
-    def _compile(self, trace: Trace, info: JitInfo) -> Program:
-        donate: list[int] = []
-        if self.donate_argnums:
-            wanted = {i if i >= 0 else i + trace.n_args for i in self.donate_argnums}
-            for position, start, end in self._leaf_ranges(trace):
-                if position in wanted:
-                    donate.extend(range(2 + start, 2 + end))
-        kwargs = dict(self.jit_kwargs)
-        annotated = info.annotated
-        if annotated or self.in_shardings is not _UNSET:
-            rw = [info.in_shardings[k] for k in trace.rw_index]
-            ro = [info.in_shardings[k] for k in trace.ro_index]
-            kwargs["in_shardings"] = (rw, ro, *self._user_leaf_shardings(trace))
-        if annotated or self.out_shardings is not _UNSET:
-            user_out = None if self.out_shardings is _UNSET else self.out_shardings
-            kwargs["out_shardings"] = (user_out, list(info.out_shardings))
-        prepare = _checked(info.mesh_check, input_placer(trace.in_states, info.in_shardings)) if annotated else None
-        pure = named(pure_program(trace), self.name)
-        run = jax.jit(pure, donate_argnums=tuple(donate), **kwargs)
-        # The written states' values (argument 0) are donated too when nothing else holds them.
-        donating = self._donating(jax.jit, pure, trace, **kwargs)
-        if donating and donate:  # (in the order of `run`: the user's donations pair as they would there)
-            donating = {"donating": jax.jit(pure, donate_argnums=(0, *donate), **kwargs)}
-        return Program(run=run, write_back=trace.write_states, prepare=prepare, placed_by=self._placed_by(), **donating)
-
-    def _placed_by(self) -> tuple[tuple[str, Any], ...]:
-        """Where the user's ``in_shardings`` / ``out_shardings`` place the program (a device error names them)."""
-
-        def found(what: str, given: Any) -> list[tuple[str, Any]]:
-            if given is _UNSET:
-                return []
-            leaves = jax.tree.leaves(given, is_leaf=lambda x: isinstance(x, jax.sharding.Sharding))
-            return [(what, leaf) for leaf in leaves if isinstance(leaf, jax.sharding.Sharding)]
-
-        return (*found("its in_shardings", self.in_shardings), *found("its out_shardings", self.out_shardings))
-
-    def _runs_on_several_devices(self, trace: Trace, info: JitInfo) -> bool:
-        # A state that lives on a mesh, or is annotated with one, makes the program span its devices.
-        if any(s is not None and len(s.device_set) > 1 for s in info.in_shardings + info.out_shardings):
-            return True
-        for state in trace.in_states:
-            for leaf in jax.tree.leaves(state._value):
-                sharding = getattr(leaf, "sharding", None)
-                if sharding is not None and len(sharding.device_set) > 1:
-                    return True
-        return False
 
     # ------------------------------------------------------------------ jax.jit's extras
     def lower(self, *args: Any, **kwargs: Any) -> Any:
@@ -343,7 +411,7 @@ class JittedFunction(StatefulFunction, Generic[P, R]):
         """
         entry, leaves = self._lookup(args, kwargs)
         rw, ro = entry.trace.split_values(read_state_values(entry.trace.in_states))
-        # `_compile` builds the program with `jax.jit` (a lookup that compiles gives it one).
+        # The strategy builds the program with `jax.jit` (a lookup that compiles gives it one).
         assert entry.program is not None
         compiled = cast(jax.stages.Wrapped, entry.program.run)
         return compiled.lower(rw, ro, *leaves)

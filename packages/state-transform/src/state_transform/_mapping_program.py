@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 import jax
@@ -19,7 +19,7 @@ __all__ = ["MappingInfo", "build_mapped_program"]
 class MappingInfo:
     """How a traced signature of a ``StatefulMapping`` is mapped (its strategy's record).
 
-    ``StatefulMapping._analyze`` makes it and ``build_mapped_program`` reads it;
+    ``MappingStrategy.analyze`` makes it and ``build_mapped_program`` reads it;
     every field is also an attribute of the same name.
 
     Args:
@@ -60,7 +60,7 @@ def build_mapped_program(
     trace: Trace,
     info: MappingInfo,
     mapping_fn: Callable[..., Any],
-    mapping_kwargs: dict[str, Any],
+    mapping_kwargs: Mapping[str, Any],
     out_axes: Any,
     donate_positions: frozenset[int],
     donate_states: bool = False,

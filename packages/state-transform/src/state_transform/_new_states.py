@@ -12,8 +12,9 @@ first would do its work twice); inside a trace the mapping is traced and compile
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import dataclasses
+from collections.abc import Callable, Hashable
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -22,41 +23,50 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from state_core import BatchAxisError, NonBatchState, State, active_trace_stacks, catch_new_states, collect_states
-from state_core.engine import StateRules, Trace, is_eager, state_label, write_state_values
+from state_core.engine import IdentityRef, StateRules, Trace, is_eager, state_label, write_state_values
 
-from ._mapping import MappingInfo, StatefulMapping, _MappingTrace
+from ._mapping import MappingInfo, MappingStrategy, StatefulMapping, _MappingTrace
 from ._new_states_eager import EagerRun, commit, eager_run_possible, run_eagerly
 from ._rules import parse_state_rules
 
 __all__ = ["vmap2_new_states", "pmap2_new_states"]
 
 
-class _NewStateMapping(StatefulMapping):
-    """The mapping of one initialisation: new states go out on the axis their rule names."""
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _NewStateStrategy(MappingStrategy):
+    """The mapping of one initialisation: new states go out on the axis their rule names.
+
+    Args:
+        root: where the new states' paths are looked up for path filters (None: no paths).
+        new_rules: the axis of each new state (the first rule that selects it; axis 0 if none).
+    """
 
     # It runs once: op by op costs far less than compiling (and compiles nothing new
     # when the same model is initialised again).
-    eager_first_call = True
+    eager_first_call: ClassVar[bool] = True
 
-    def __init__(self, root: Any, run: Callable[..., Any], rules: StateRules[Any], name: str, **kwargs: Any) -> None:
-        # A one-shot call: its trace (and the States it made) is never reused, so it
-        # keeps its one program to itself.
-        super().__init__(run, name=name, cache_size=1, **kwargs)
-        self._root = root
-        self._new_rules = rules
+    root: Any = dataclasses.field(default=None, compare=False)
+    new_rules: StateRules[Any]
 
-    def _created_axis(self, state: State[Any], varies: bool, ctx: _MappingTrace) -> Any:
-        if self._root is None:
+    def identity(self) -> Hashable | None:
+        """The mapping's options, the rules of the new states and (weakly) the object they are found in."""
+        options = super().identity()
+        if options is None:
+            return None
+        return (options, self.new_rules, None if self.root is None else IdentityRef(self.root))
+
+    def _created_axis(self, ctx: _MappingTrace, state: State[Any], varies: bool) -> Any:
+        if self.root is None:
             path: tuple[Any, ...] = ()
         else:
             if ctx.created_paths is None:
                 # One walk of the object graph for all the states the run created (not one each).
-                ctx.created_paths = collect_states(self._root).paths_by_state()
+                ctx.created_paths = collect_states(self.root).paths_by_state()
             path = ctx.created_paths.get(id(state), ())
-        axis = self._new_rules.value_for(path, state, 0)
+        axis = self.new_rules.value_for(path, state, 0)
         if axis is None and varies:
             raise BatchAxisError(
-                f"{self.name}: {state.describe()} is kept as one shared copy (a NonBatchState, "
+                f"{ctx.name}: {state.describe()} is kept as one shared copy (a NonBatchState, "
                 "or axis None in state_out_axes / state_to_exclude), but its initial value differs "
                 "between copies (for example it is drawn at random, or computed from a mapped "
                 "argument). Give it an int axis, or initialise it the same on every copy."
@@ -129,12 +139,15 @@ def run_creating_states(
 
     Returns ``fun``'s mapped result and the new states grouped by axis. ``root`` is
     where the new states' paths are looked up for path filters (None: no paths);
-    ``options`` are ``StatefulMapping``'s (``in_axes``, ``axis_size``, ``mapping_fn`` ...).
+    ``options`` are ``MappingStrategy`` fields (``in_axes``, ``axis_size``, ``mapping_fn`` ...).
     """
     eager: bool | None = None
     while True:
         caught: list[State[Any]] = []
-        mapping = _NewStateMapping(root, _catching(fun, state_tag, caught), rules, fn_name, **options)
+        # A one-shot call: its trace (and the States it made) is never reused, so it
+        # keeps its one program to itself.
+        strategy = _NewStateStrategy(root=root, new_rules=rules, **options)
+        mapping = StatefulMapping(_catching(fun, state_tag, caught), name=fn_name, cache_size=1, strategy=strategy)
         if eager is None:
             eager = eager_run_possible(mapping, args, kwargs)
         done = run_eagerly(mapping, args, kwargs) if eager else None
@@ -165,7 +178,7 @@ def _catching(fun: Callable[..., Any], state_tag: str | None, caught: list[State
     return run
 
 
-def _run_traced(mapping: _NewStateMapping, args: tuple[Any, ...], kwargs: dict[str, Any]) -> EagerRun:
+def _run_traced(mapping: StatefulMapping, args: tuple[Any, ...], kwargs: dict[str, Any]) -> EagerRun:
     """Run the call through the traced mapping; it stores the states that left the program itself."""
     out = mapping(*args, **kwargs)
     trace: Trace = mapping.get_traced_call()

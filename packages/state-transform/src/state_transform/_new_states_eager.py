@@ -6,7 +6,7 @@ operation again under JAX's batching interpreter. At the top level, where every
 value is concrete, ``run_eagerly`` runs the function once under an eager
 ``jax.vmap`` instead, and records what it does to States as a trace does (a
 ``StateTraceStack``, with the values it writes private to this thread). Each state's
-axis is decided by the same methods of the same ``StatefulMapping``, so the numbers,
+axis is decided by the same methods of the same ``MappingStrategy``, so the numbers,
 the errors, the warnings and the one all-or-nothing write-back are those of the
 traced run.
 
@@ -70,7 +70,7 @@ def eager_run_possible(mapping: StatefulMapping, args: tuple[Any, ...], kwargs: 
     library code makes and masks NaNs on purpose; and arguments spread over several
     devices are left to a compiled program, as in every mapping's first call.
     """
-    if mapping.mapping_fn is not jax.vmap or len(mapping._in_rules) or mapping.static_argnums:
+    if mapping.mapping_fn is not jax.vmap or len(mapping.strategy.in_rules) or mapping.static_argnums:
         return False
     if mapping.static_argnames or active_trace_stacks() or not is_eager():
         return False
@@ -97,9 +97,10 @@ def run_eagerly(mapping: StatefulMapping, args: tuple[Any, ...], kwargs: dict[st
     the function raises; no State changes then.
     """
     _, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs = mapping._signature(args, kwargs)
-    ctx = mapping._new_trace_context()
-    mapping._abstract_inputs(ctx, dyn_args, dyn_kwargs, leaves)  # checks in_axes; the sizes they map
-    size = mapping._decide_axis_size(ctx.sizes)
+    strategy = mapping.strategy
+    ctx = strategy.new_trace_context(mapping.fun, mapping.name, {})
+    strategy.abstract_inputs(ctx, dyn_args, dyn_kwargs, leaves)  # checks in_axes; the sizes they map
+    size = strategy._decide_axis_size(ctx.sizes, mapping.name)
     n_args = len(dyn_args) + len(static_args)
     lane = _Lane(mapping, size, _split_stream(size))
 
@@ -119,7 +120,7 @@ def run_eagerly(mapping: StatefulMapping, args: tuple[Any, ...], kwargs: dict[st
     out, lanes_values = run_mapped(np.arange(size, dtype=np.int32), stream_keys, *leaves)
     if _has_per_lane_buffer(mapping, lane, ctx.paths, size):
         return None
-    result = lane.decide(ctx.paths, lanes_values)
+    result = lane.decide(ctx, lanes_values)
     result.out = out
     # Eager operations run asynchronously: one that fails (a callback that raises) must
     # fail here, before any State sees the results.
@@ -213,19 +214,18 @@ class _Lane:
             out.append(value)
         return out
 
-    def decide(self, paths: dict[int, tuple[Any, ...]], lanes_values: list[Any]) -> EagerRun:
+    def decide(self, ctx: _MappingTrace, lanes_values: list[Any]) -> EagerRun:
         """Each state's axis, as the traced mapping decides it (written states, then created ones)."""
-        mapping, size = self.mapping, self.size
+        strategy, size = self.mapping.strategy, self.size
         sent = iter(lanes_values)
         result = EagerRun(out=None, axis_size=size, created_axes={})
         for state, varies, traced, value in self.written:
             read = id(state) in self.read_first
-            axis = mapping._out_axis(state, varies, paths, size, None, read)
+            axis = strategy._out_axis(ctx, state, varies, size, None, read)
             result.states.append(state)
             result.values.append(_placed(next(sent), axis) if traced else value)
-        ctx = _MappingTrace(paths=paths)  # (the created states' paths are found once, for all)
         for state, varies in self.created:
-            axis = mapping._created_axis(state, varies, ctx)
+            axis = strategy._created_axis(ctx, state, varies)  # (their paths are found once, for all)
             result.created_axes[state] = axis
             result.states.append(state)
             result.values.append(_placed(next(sent), axis))
@@ -255,7 +255,7 @@ def _placed(value: Any, axis: Any) -> Any:
 
 
 def _has_per_lane_buffer(mapping: StatefulMapping, lane: _Lane, paths: dict[int, tuple[Any, ...]], size: int) -> bool:
-    """Whether the traced mapping would feed a written state one slice per lane (see ``_per_lane_buffers``).
+    """Whether the traced mapping would feed a written state one slice per lane (``MappingStrategy._per_lane_buffers``).
 
     An undeclared state read and written with a value that differs between lanes, whose
     leading size already is the number of lanes: under ``'auto'`` the traced mapping
@@ -267,7 +267,7 @@ def _has_per_lane_buffer(mapping: StatefulMapping, lane: _Lane, paths: dict[int,
         if not varies or id(state) not in lane.read_first:
             continue
         path = paths.get(id(state), ())
-        if mapping._out_rules.value_for(path, state, _UNSET) is not _UNSET:
+        if mapping.strategy.out_rules.value_for(path, state, _UNSET) is not _UNSET:
             continue
         leaves = jax.tree.leaves(state._value)
         if leaves and all(np.ndim(x) >= 1 and np.shape(x)[0] == size for x in leaves):

@@ -71,11 +71,9 @@ class RematFunction(ControlFlow, Generic[P, R]):
         if not callable(fun):
             raise TypeError(f"checkpoint expects a callable, got {type(fun).__name__}.")
         statics = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
-        super().__init__([fun], ["fun"], "checkpoint", (prevent_cse, policy, statics))
+        super().__init__([fun], ["fun"], "checkpoint", (prevent_cse, policy, statics), static_argnums=statics)
         self.prevent_cse = prevent_cse
         self.policy = policy
-        self.static_argnums = statics
-        self._no_statics = not statics
         self.name = getattr(fun, "__name__", None) or type(fun).__name__
         functools.update_wrapper(self, fun, updated=())
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic
 
 import jax
@@ -15,7 +15,9 @@ from state_core import State, StatefulFunction, states_of_callable
 from state_core.engine import (
     Program,
     StateRules,
+    Strategy,
     Trace,
+    TraceContext,
     annotated_spec,
     frozen,
     input_placer,
@@ -31,16 +33,16 @@ from ._meshes import check_context_mesh, explicit_axes, explicit_sharding
 from ._rules import SPECS, parse_state_rules
 from ._typing import P, R
 
-__all__ = ["shard_map", "ShardMapFunction"]
+__all__ = ["shard_map", "ShardMapFunction", "ShardMapStrategy"]
 
 _REPLICATED = PartitionSpec()
 
 
-@dataclasses.dataclass
-class _ShardTrace:
-    """What one trace of a ``ShardMapFunction`` learns while the user function runs."""
+@dataclasses.dataclass(eq=False)
+class _ShardTrace(TraceContext):
+    """What one trace of a ``shard_map`` learns while the user function runs."""
 
-    paths: dict[int, Any]
+    paths: dict[int, Any] = dataclasses.field(default_factory=dict)
     state_specs: dict[int, PartitionSpec | str] = dataclasses.field(default_factory=dict)
     leaf_specs: list[PartitionSpec] = dataclasses.field(default_factory=list)
     undeclared: list[State[Any]] = dataclasses.field(default_factory=list)  # replicated: no spec names them
@@ -127,6 +129,7 @@ class ShardMapFunction(StatefulFunction, Generic[P, R]):
     """
 
     __module__ = "state_transform"
+    strategy: ShardMapStrategy
 
     def __init__(
         self,
@@ -139,45 +142,86 @@ class ShardMapFunction(StatefulFunction, Generic[P, R]):
         check_vma: bool = True,
         donate_states: bool = True,
     ) -> None:
-        super().__init__(
-            fun, name=f"shard_map({getattr(fun, '__name__', type(fun).__name__)})", donate_states=donate_states
-        )
         if not isinstance(mesh, Mesh):
             raise TypeError(f"shard_map: mesh must be a jax.sharding.Mesh, got {type(mesh).__name__}.")
-        self.mesh = mesh
-        self.in_specs = in_specs
-        self.out_specs = out_specs
-        self.check_vma = check_vma
-        # Only the parsed rules are kept: ``{State or filter: spec}``, first match wins.
-        self._in_rules: StateRules[PartitionSpec] = parse_state_rules(
-            state_in_specs, "state_in_specs", "shard_map", SPECS
+        strategy = ShardMapStrategy(
+            donate_states=donate_states,
+            mesh=mesh,
+            in_specs=in_specs,
+            out_specs=out_specs,
+            # Only the parsed rules are kept: ``{State or filter: spec}``, first match wins.
+            in_rules=parse_state_rules(state_in_specs, "state_in_specs", "shard_map", SPECS),
+            out_rules=parse_state_rules(state_out_specs, "state_out_specs", "shard_map", SPECS),
+            check_vma=check_vma,
         )
-        self._out_rules: StateRules[PartitionSpec] = parse_state_rules(
-            state_out_specs, "state_out_specs", "shard_map", SPECS
-        )
+        super().__init__(fun, name=f"shard_map({getattr(fun, '__name__', type(fun).__name__)})", strategy=strategy)
 
     if TYPE_CHECKING:  # the call takes and returns what `fun` does (StatefulFunction.__call__ runs it)
 
         def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R: ...
 
     @property
+    def mesh(self) -> Mesh:
+        """The device mesh the function runs on."""
+        return self.strategy.mesh
+
+    @property
+    def in_specs(self) -> Any:
+        """The ``in_specs`` of the positional arguments, as given."""
+        return self.strategy.in_specs
+
+    @property
+    def out_specs(self) -> Any:
+        """The ``out_specs`` of the return value, as given."""
+        return self.strategy.out_specs
+
+    @property
+    def check_vma(self) -> bool:
+        """Whether values are typed by the mesh axes they vary over."""
+        return self.strategy.check_vma
+
+    @property
     def state_in_specs(self) -> dict[Any, PartitionSpec]:
         """``{filter: PartitionSpec}``: the ``state_in_specs`` rules, in priority order (the first match wins)."""
-        return _by_filter(self._in_rules)
+        return _by_filter(self.strategy.in_rules)
 
     @property
     def state_out_specs(self) -> dict[Any, PartitionSpec]:
         """``{filter: PartitionSpec}``: the ``state_out_specs`` rules, in priority order (the first match wins)."""
-        return _by_filter(self._out_rules)
+        return _by_filter(self.strategy.out_rules)
 
-    def _identity_options(self) -> Any:
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ShardMapStrategy(Strategy[_ShardTrace]):
+    """How ``shard_map`` traces and compiles: inside a ``jax.shard_map`` context, then ``jax.jit(jax.shard_map(...))``.
+
+    Args:
+        mesh: the device mesh.
+        in_specs: the user's ``in_specs``.
+        out_specs: the user's ``out_specs``.
+        in_rules: the parsed ``state_in_specs``.
+        out_rules: the parsed ``state_out_specs``.
+        check_vma: type values by the mesh axes they vary over.
+    """
+
+    mesh: Mesh
+    in_specs: Any
+    out_specs: Any
+    in_rules: StateRules[PartitionSpec]
+    out_rules: StateRules[PartitionSpec]
+    check_vma: bool = True
+
+    def identity(self) -> Hashable | None:
+        """The options, mesh and parsed rules."""
         return (
-            super()._identity_options(),
+            self.static_argnums,
+            self.static_argnames,
+            self.donate_states,
             self.mesh,
             frozen(self.in_specs),
             frozen(self.out_specs),
-            self._in_rules,
-            self._out_rules,
+            self.in_rules,
+            self.out_rules,
             self.check_vma,
         )
 
@@ -235,36 +279,27 @@ class ShardMapFunction(StatefulFunction, Generic[P, R]):
         self, state: State[Any], rules: StateRules[PartitionSpec], paths: dict[int, Any]
     ) -> PartitionSpec | None:
         spec: PartitionSpec | None = rules.value_for(paths.get(id(state), ()), state)
-        if spec is None and rules is self._in_rules:
+        if spec is None and rules is self.in_rules:
             # A state no input rule names is laid out as its ``sharding`` annotation says
             # (and, when written, keeps that spec like any spec it came in with).
             return annotated_spec(state)
         return spec
 
     # ------------------------------------------------------------------ tracing hooks
-    def _new_trace_context(self) -> _ShardTrace:
-        return _ShardTrace(paths=states_of_callable(self.fun).paths_by_state())
+    def new_trace_context(self, fun: Callable[..., Any], name: str, learned: Mapping[Any, Any]) -> _ShardTrace:
+        """A ``_ShardTrace`` holding the paths of the States ``fun`` reaches."""
+        return _ShardTrace(fun, name, learned, paths=states_of_callable(fun).paths_by_state())
 
-    def _trace(
-        self,
-        ctx: _ShardTrace,
-        key: Hashable,
-        leaves: list[Any],
-        treedef: Any,
-        static_args: tuple[Any, ...],
-        static_kwargs: tuple[Any, ...],
-        dyn_args: tuple[Any, ...],
-        dyn_kwargs: dict[str, Any],
-    ) -> Trace:
+    def trace(self, ctx: _ShardTrace, trace_once: Callable[[], Trace]) -> Trace:
+        """Trace inside a ``jax.shard_map`` context on the mesh, after checking the mesh in effect."""
         # Before anything runs: a call refused here changes no state, not even a random key.
-        check_context_mesh(self.mesh, self.name)
+        check_context_mesh(self.mesh, ctx.name)
         traced: list[Trace] = []
-        trace = super()._trace
 
         def inside_shard_map() -> tuple[()]:
             # The one run of the user function: traced here, where the mesh axes are
             # manual and values carry their varying axes, as in the compiled program.
-            traced.append(trace(ctx, key, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs))
+            traced.append(trace_once())
             return ()
 
         context = jax.shard_map(inside_shard_map, mesh=self.mesh, in_specs=(), out_specs=(), check_vma=self.check_vma)
@@ -281,15 +316,16 @@ class ShardMapFunction(StatefulFunction, Generic[P, R]):
             # In the message itself (not a note), so logs and str(err) show the fix too.
             raise TypeError(f"{err}\n{note}") from err
         except (AssertionError, NameError) as err:
-            message = _unknown_axis_message(err, self.name, tuple(self.mesh.axis_names))
+            message = _unknown_axis_message(err, ctx.name, tuple(self.mesh.axis_names))
             if message is None:
                 raise
             raise NameError(message) from err
         return traced[0]
 
-    def _abstract_inputs(
+    def abstract_inputs(
         self, ctx: _ShardTrace, dyn_args: tuple[Any, ...], dyn_kwargs: dict[str, Any], leaves: list[Any]
     ) -> list[Any]:
+        """Each argument leaf at its per-shard shape, typed by the mesh axes it varies over."""
         specs = self._arg_specs(len(dyn_args))
         abstract = []
         for i, (arg, spec) in enumerate(zip(dyn_args, specs, strict=True)):
@@ -306,13 +342,14 @@ class ShardMapFunction(StatefulFunction, Generic[P, R]):
             ctx.leaf_specs.append(_REPLICATED)
         return abstract
 
-    def _state_input_avals(self, ctx: _ShardTrace, state: State[Any], value: Any) -> Any:
-        spec = self._state_spec(state, self._in_rules, ctx.paths)
+    def state_input_avals(self, ctx: _ShardTrace, state: State[Any], value: Any) -> Any:
+        """A state's per-shard abstract value, from its spec (or split per shard for a random key)."""
+        spec = self._state_spec(state, self.in_rules, ctx.paths)
         if splits_per_lane(state, value, kept_whole=spec is not None):
             ctx.state_specs[id(state)] = SPLIT
             # Each shard gets its own part: a value that varies over every mesh axis.
             every_axis = tuple(self.mesh.axis_names)
-            return jax.tree.map(lambda a: self._typed(a, every_axis), super()._state_input_avals(ctx, state, value))
+            return jax.tree.map(lambda a: self._typed(a, every_axis), super().state_input_avals(ctx, state, value))
         if spec is None:
             ctx.undeclared.append(state)
         spec = spec or _REPLICATED
@@ -321,9 +358,10 @@ class ShardMapFunction(StatefulFunction, Generic[P, R]):
         axes = _spec_mesh_axes(spec)
         return jax.tree.map(lambda x: self._typed(self._per_shard_aval(jax.typeof(x), spec, label), axes), value)
 
-    def _analyze(
+    def analyze(
         self, ctx: _ShardTrace, trace: Trace, dyn_args: tuple[Any, ...], dyn_kwargs: dict[str, Any]
     ) -> ShardInfo:
+        """Decide each state's in and out specs and check the written values against them (a ``ShardInfo``)."""
         specs = ctx.state_specs
         in_specs = [specs[id(s)] for s in trace.in_states]
         split_positions, mask = split_layout(trace, in_specs)
@@ -334,22 +372,22 @@ class ShardMapFunction(StatefulFunction, Generic[P, R]):
             avals, first = out_avals[first : first + treedef.num_leaves], first + treedef.num_leaves
             if not lane_written:  # a split state: written from the split
                 continue
-            spec = self._state_spec(state, self._out_rules, ctx.paths)
+            spec = self._state_spec(state, self.out_rules, ctx.paths)
             if spec is None:
                 in_spec = specs.get(id(state))
                 spec = in_spec if isinstance(in_spec, PartitionSpec) else _REPLICATED
             for leaf in jax.tree.leaves(state._value):
                 self._per_shard_aval(jax.typeof(leaf), spec, f"{state.describe()} (state_out_specs)")
-            self._check_written_varying(state, spec, avals)
+            self._check_written_varying(state, spec, avals, ctx.name)
             written_specs.append(spec)
         created_avals = trace.closed_jaxpr.out_avals[trace.n_out_leaves :]
         first = sum(d.num_leaves for d in trace.out_state_defs[: len(trace.out_states)])
         for state, treedef in zip(trace.created_states, trace.out_state_defs[len(trace.out_states) :], strict=True):
             # A new state: as state_out_specs says, else concatenated along its first
             # dimension over the mesh axes its value varies over (replicated if none).
-            spec = self._state_spec(state, self._out_rules, ctx.paths)
+            spec = self._state_spec(state, self.out_rules, ctx.paths)
             if spec is None:
-                spec = self._created_spec(state, created_avals[first : first + treedef.num_leaves])
+                spec = self._created_spec(state, created_avals[first : first + treedef.num_leaves], ctx.name)
             written_specs.append(spec)
             first += treedef.num_leaves
         placed_specs = tuple(s if isinstance(s, PartitionSpec) else _REPLICATED for s in in_specs)  # split: replicated
@@ -363,7 +401,7 @@ class ShardMapFunction(StatefulFunction, Generic[P, R]):
             leaf_shardings=tuple(NamedSharding(self.mesh, s) for s in ctx.leaf_specs),
         )
 
-    def _check_written_varying(self, state: State[Any], spec: PartitionSpec, avals: Sequence[Any]) -> None:
+    def _check_written_varying(self, state: State[Any], spec: PartitionSpec, avals: Sequence[Any], name: str) -> None:
         """Refuse a new value that differs between shards along mesh axes its out spec keeps whole.
 
         JAX would refuse it too, naming the program's internal outputs; this names
@@ -376,14 +414,14 @@ class ShardMapFunction(StatefulFunction, Generic[P, R]):
             return
         axes = extra[0] if len(extra) == 1 else extra
         raise ValueError(
-            f"{self.name}: {state.describe()} is written with a value that differs between shards "
+            f"{name}: {state.describe()} is written with a value that differs between shards "
             f"along mesh axes {extra}, but its out spec {spec} keeps it whole on every shard along "
             f"them. Either make the value the same on every shard before writing it (e.g. "
             f"jax.lax.psum or jax.lax.pmean over {axes!r}), or shard the state along them: name it "
             f"in state_out_specs (and state_in_specs), e.g. {{filter: P({axes!r})}}. No state was written."
         )
 
-    def _created_spec(self, state: State[Any], avals: Sequence[Any]) -> PartitionSpec:
+    def _created_spec(self, state: State[Any], avals: Sequence[Any], name: str) -> PartitionSpec:
         """The out spec of a state created inside the function and named by no rule."""
         varying = _varying_axes(avals)
         if not varying:
@@ -391,17 +429,19 @@ class ShardMapFunction(StatefulFunction, Generic[P, R]):
         axes = tuple(name for name in self.mesh.axis_names if name in varying)
         if any(len(aval.shape) == 0 for aval in avals):
             raise ValueError(
-                f"{self.name}: {state.describe()} is created with a scalar value that differs between "
+                f"{name}: {state.describe()} is created with a scalar value that differs between "
                 f"shards (it varies over mesh axes {axes}), so it has no dimension to put the shards "
                 "side by side. Name it in state_out_specs, or give it a leading dimension."
             )
         return PartitionSpec(axes[0] if len(axes) == 1 else axes)
 
-    def _runs_on_several_devices(self, trace: Trace, info: ShardInfo) -> bool:
+    def spans_devices(self, trace: Trace, info: ShardInfo) -> bool:
+        """Whether the mesh has more than one device."""
         return self.mesh.size > 1
 
-    # ------------------------------------------------------------------ compiling and calling
-    def _compile(self, trace: Trace, info: ShardInfo) -> Program:
+    # ------------------------------------------------------------------ compiling
+    def compile(self, trace: Trace, info: ShardInfo, name: str) -> Program:
+        """``jax.jit(jax.shard_map(...))`` of the traced program, its inputs placed by their specs."""
         evaluate = jaxpr_evaluator(trace)
         split_positions = info.split_positions
         split_states = tuple(trace.in_states[k] for k in split_positions)
@@ -441,12 +481,12 @@ class ShardMapFunction(StatefulFunction, Generic[P, R]):
             out, written, next_values = mapped(state_values, *dyn_leaves)
             return out, written + next_values
 
-        named(program, self.name)
+        named(program, name)
         return Program(
             run=jax.jit(program),
             write_back=lane_write_back(trace, split_positions, mask),
-            prepare=_placer(trace.in_states, state_shardings, leaf_shardings, self.mesh, self.name),
-            **self._donating(jax.jit, program, trace),
+            prepare=_placer(trace.in_states, state_shardings, leaf_shardings, self.mesh, name),
+            **self.donating(jax.jit, program, trace),
         )
 
 

@@ -2,13 +2,14 @@
 
 User code does not need this module. Like ``state_core.engine`` it names the
 strategy pieces the transformations here are made of, so a framework can build
-its own on the same pipeline: the mapping strategy's record (``MappingInfo``) and
-program builder, the control-flow strategy (``ControlFlow`` traces body functions
-inside the pipeline's trace and builds one ``lax`` primitive over them, with
-``Carry`` for the states they write and read), the lane-splitting helpers that
-ask States (``split_across_lanes``) for one value per mapped lane, and the one
-parser of state rules (``parse_state_rules``: ``{axis: filter}``,
-``{filter: PartitionSpec}`` and brainstate's ``{axis: {name: State}}``).
+its own on the same pipeline: the mapping strategy (``MappingStrategy``), its
+record (``MappingInfo``) and program builder, the control-flow strategy
+(``ControlFlow`` traces body functions inside the pipeline's trace and builds one
+``lax`` primitive over them, with ``Carry`` for the states they write and read),
+the lane-splitting helpers that ask States (``split_across_lanes``) for one value
+per mapped lane, and the one parser of state rules (``parse_state_rules``:
+``{axis: filter}``, ``{filter: PartitionSpec}`` and brainstate's
+``{axis: {name: State}}``).
 
 Example:
     A state-aware "apply twice" built on the control-flow strategy:
@@ -39,12 +40,19 @@ Example:
 """
 
 from ._control_flow import Carry, ControlFlow, slice_spec, trace_body
+from ._grad import GradStrategy
+from ._jit import JitStrategy
 from ._lanes import split_before_mapping, split_inside_lane
-from ._mapping import MappingInfo
+from ._mapping import MappingInfo, MappingStrategy
 from ._mapping_program import build_mapped_program
 from ._rules import AXES, DECLARED_STATES, SPECS, RuleSyntax, parse_state_rules
+from ._shard_map import ShardMapStrategy
 
 __all__ = [
+    "JitStrategy",
+    "GradStrategy",
+    "MappingStrategy",
+    "ShardMapStrategy",
     "ControlFlow",
     "Carry",
     "trace_body",
