@@ -177,7 +177,7 @@ class _PhaseClock:
 
     @contextlib.contextmanager
     def measuring(self) -> Iterator[None]:
-        original = sc.StatefulFunction._trace
+        original = sc.StatefulFunction._trace_once
         clock = self
 
         def timed_trace(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -191,11 +191,11 @@ class _PhaseClock:
                 if outer:
                     clock.seconds["user trace"] += time.perf_counter() - start
 
-        sc.StatefulFunction._trace = timed_trace  # type: ignore[method-assign]
+        sc.StatefulFunction._trace_once = timed_trace  # type: ignore[method-assign]
         try:
             yield
         finally:
-            sc.StatefulFunction._trace = original  # type: ignore[method-assign]
+            sc.StatefulFunction._trace_once = original  # type: ignore[method-assign]
 
 
 _CLOCKS: list[_PhaseClock] = []
