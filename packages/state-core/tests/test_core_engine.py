@@ -84,11 +84,6 @@ def test_the_engine_names_only_extension_points():
     assert extra == set(engine.__all__)
 
 
-# Documented in ``_jax_internals.py``, which pins the JAX internals and is changed on its own;
-# their examples are still to be written there.
-WITHOUT_EXAMPLE = {"is_eager", "is_batched", "api_boundary", "hide_library_frames"}
-
-
 def _attribute_docstring(name):
     """The docstring written under ``name = ...`` in the module ``engine`` imports it from."""
     tree = ast.parse(inspect.getsource(engine))
@@ -114,7 +109,7 @@ def test_every_engine_name_has_a_runnable_example(doctest_runner):
         obj = getattr(engine, name)
         if callable(obj):
             # (Functions and classes: their examples run with their module's, in test_core_doctests.)
-            if ">>>" not in (inspect.getdoc(obj) or "") and name not in WITHOUT_EXAMPLE:
+            if ">>>" not in (inspect.getdoc(obj) or ""):
                 missing.append(name)
             continue
         module, doc = _attribute_docstring(name)

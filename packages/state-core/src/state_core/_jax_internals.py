@@ -416,6 +416,14 @@ def is_eager() -> bool:
     """True when no JAX transformation is tracing in this thread (plain eager execution).
 
     Every tracer seen while eager is stale: the transformation that made it has finished.
+
+    Example:
+        >>> import jax
+        >>> from state_core.engine import is_eager
+        >>> seen = []
+        >>> _ = jax.jit(lambda x: seen.append(is_eager()) or x)(1.0)
+        >>> is_eager(), seen
+        (True, [False])
     """
     if TRACE_STATE.value is EVAL_TRACE:  # the common case, in one identity test (every cached call asks)
         return True
@@ -460,6 +468,17 @@ def is_batched(x: Any) -> bool:
 
     Args:
         x: any value or tracer.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from state_core.engine import is_batched
+        >>> seen = []
+        >>> def add(x, y):
+        ...     seen.append((is_batched(x), is_batched(y)))
+        ...     return x + y
+        >>> _ = jax.vmap(add, in_axes=(0, None))(jnp.ones(3), 2.0)
+        >>> seen
+        [(True, False)]
     """
     if _BatchTracer is None:  # pragma: no cover - exercised only on an incompatible JAX
         return is_tracer(x)
@@ -476,6 +495,14 @@ def hide_library_frames(module_file: str) -> None:
 
     Args:
         module_file: the ``__file__`` of a module of the package to hide.
+
+    Example:
+        A framework hides its own frames once, when it is imported (``state_core``
+        does this for itself; registering a package again changes nothing):
+
+        >>> import state_core
+        >>> from state_core.engine import hide_library_frames
+        >>> hide_library_frames(state_core.__file__)
     """
     if _traceback_util is None:  # pragma: no cover - incompatible JAX: show every frame
         return  # type: ignore[unreachable]  # None only on a JAX the import check rejects
@@ -494,6 +521,14 @@ def api_boundary(fun: _F) -> _F:
 
     Args:
         fun: the user-facing function to mark.
+
+    Example:
+        >>> from state_core.engine import api_boundary
+        >>> @api_boundary
+        ... def double(x):
+        ...     return x * 2
+        >>> double(3)
+        6
     """
     if _traceback_util is None:  # pragma: no cover - incompatible JAX
         return fun  # type: ignore[unreachable]  # None only on a JAX the import check rejects
