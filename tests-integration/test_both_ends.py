@@ -6,9 +6,11 @@ from __future__ import annotations
 import importlib.util
 import os
 import stat
+import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -111,6 +113,20 @@ def _missing_newest(both_ends, monkeypatch, ran):
     monkeypatch.setattr(both_ends.shutil, "which", lambda name: "/usr/bin/hatch" if name == "hatch" else None)
     monkeypatch.setattr(both_ends, "find_python", lambda version, hatch=None: None if version == "3.13" else "/py")
     monkeypatch.setattr(both_ends, "run_script", lambda hatch, env, script, args, python: ran.append(env) or 0)
+    monkeypatch.setattr(both_ends, "start_env_creation", _FakePreparation)
+
+
+class _FakePreparation:
+    """Stands in for ``hatch env create`` in the background; records when it starts and is waited for."""
+
+    events: ClassVar[list] = []
+
+    def __init__(self, hatch, env, python):
+        self.env = env
+        self.events.append(("create", env))
+
+    def wait(self):
+        self.events.append(("waited", self.env))
 
 
 @pytest.mark.parametrize(("ci", "status"), [("true", 1), ("", 0)])
@@ -131,14 +147,32 @@ def test_a_failing_end_fails_the_command_after_both_ran(both_ends, monkeypatch, 
     monkeypatch.setattr(both_ends, "check_hatch", lambda hatch: None)
     monkeypatch.setattr(both_ends.shutil, "which", lambda name: "/usr/bin/hatch")
     monkeypatch.setattr(both_ends, "find_python", lambda version, hatch=None: "/py")
+    events = _FakePreparation.events = []
+    monkeypatch.setattr(both_ends, "start_env_creation", _FakePreparation)
     monkeypatch.setattr(
         both_ends,
         "run_script",
-        lambda hatch, env, script, args, python: ran.append((env, args)) or int(env == "newest"),
+        lambda hatch, env, script, args, python: (
+            ran.append((env, args)) or events.append(("run", env)) or int(env == "newest")
+        ),
     )
     assert both_ends.run_test(["-k", "foo"]) == 1
     assert ran == [("newest", ["-k", "foo"]), ("lowest", [])]  # pytest arguments go to the whole suite only
     assert "FAILED (exit 1) newest" in capsys.readouterr().err
+    # The lowest end's environment is made while the newest end runs, and ready before its step.
+    assert events == [("create", "lowest"), ("run", "newest"), ("waited", "lowest"), ("run", "lowest")]
+
+
+def test_a_failed_background_creation_is_shown_and_left_to_the_step(both_ends, tmp_path, capsys):
+    log = tmp_path / "create.log"
+    log.write_text("ERROR: no matching distribution for jaxlib==0.10.0\n")
+    failed = both_ends.Preparation("lowest", subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"]), log)
+    failed.wait()
+    err = capsys.readouterr().err
+    assert "creating the lowest environment in the background failed (exit 3)" in err
+    assert "no matching distribution for jaxlib==0.10.0" in err
+    assert "the lowest step creates it again" in err
+    assert not log.exists()
 
 
 def test_old_or_missing_hatch_is_refused_with_the_fix(both_ends, monkeypatch):

@@ -13,6 +13,10 @@ its data directory. So this script finds the pinned Python first, on PATH, in
 ``/usr/bin`` or ``/usr/local/bin``, among pyenv's versions, or among Hatch's own,
 and puts its directory at the front of PATH for the one Hatch call that needs it.
 
+The lowest end's environment is created in the background while the newest
+end's suite runs (creating one mostly downloads wheels), so a fresh machine does
+not wait for it afterwards.
+
 When an end's Python cannot be found, ``test`` still runs the other end, then says
 which end did not run and how to get its Python; it fails in CI (``CI`` set), where
 both ends are required, and passes with that warning elsewhere.
@@ -28,6 +32,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -163,11 +168,50 @@ def in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 
-def run_script(hatch: str, env: str, script: str, args: list[str], python: str) -> int:
-    """``hatch run ENV:SCRIPT ARGS`` with ``python``'s directory first on PATH; its exit status."""
+def _environ_with(python: str) -> dict[str, str]:
     environ = dict(os.environ)
     environ["PATH"] = os.pathsep.join([str(Path(python).parent), environ.get("PATH", "")])
-    return subprocess.run([hatch, "run", f"{env}:{script}", *args], cwd=ROOT, env=environ, check=False).returncode
+    return environ
+
+
+def run_script(hatch: str, env: str, script: str, args: list[str], python: str) -> int:
+    """``hatch run ENV:SCRIPT ARGS`` with ``python``'s directory first on PATH; its exit status."""
+    return subprocess.run(
+        [hatch, "run", f"{env}:{script}", *args], cwd=ROOT, env=_environ_with(python), check=False
+    ).returncode
+
+
+@dataclass
+class Preparation:
+    """``hatch env create ENV`` running in the background, its output going to ``log``."""
+
+    env: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def wait(self) -> None:
+        """Wait for it; if it failed, show its log (the step's own ``hatch run`` then tries again)."""
+        status = self.process.wait()
+        if status != 0:
+            _say(f"creating the {self.env} environment in the background failed (exit {status}); its output:")
+            sys.stderr.write(self.log.read_text(errors="replace"))
+            _say(f"the {self.env} step creates it again and reports any error")
+        self.log.unlink(missing_ok=True)
+
+
+def start_env_creation(hatch: str, env: str, python: str) -> Preparation:
+    """Start ``hatch env create ENV`` in the background.
+
+    Creating an environment mostly downloads and unpacks wheels, so the lowest
+    end's is made while the newest end's suite keeps both cores busy, instead of
+    after it (about a minute and a half of a fresh machine's ``hatch run test``).
+    """
+    log = Path(tempfile.mkstemp(prefix=f"hatch-env-{env}-", suffix=".log")[1])
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [hatch, "env", "create", env], cwd=ROOT, env=_environ_with(python), stdout=out, stderr=subprocess.STDOUT
+        )
+    return Preparation(env, process, log)
 
 
 def _say(message: str) -> None:
@@ -208,13 +252,21 @@ def run_test(args: list[str]) -> int:
     config = load_hatch_config()
     results: list[str] = []
     failed = missing = False
-    for step in TEST_STEPS:
-        version = pinned_python(step.env, config)
-        python = find_python(version, hatch) if version else None
+    versions = [pinned_python(step.env, config) for step in TEST_STEPS]
+    pythons = [find_python(version, hatch) if version else None for version in versions]
+    # Every later end's environment is made while the first end runs.
+    preparing = {
+        step.env: start_env_creation(hatch, step.env, python)
+        for step, python in list(zip(TEST_STEPS, pythons, strict=True))[1:]
+        if python is not None
+    }
+    for step, version, python in zip(TEST_STEPS, versions, pythons, strict=True):
         if python is None:
             missing = True
             results.append(f"NOT RUN  {step.env}: {missing_python_message(step.env, version or '?')}")
             continue
+        if step.env in preparing:
+            preparing.pop(step.env).wait()
         _say(f"{step.what} at the {step.env} end: Python {version} ({python})")
         start = time.monotonic()
         status = run_script(hatch, step.env, step.script, args if step.takes_args else [], python)
