@@ -1,13 +1,15 @@
 """A strategy is a frozen value the pipeline takes: equal strategies share programs, decisions are kept on success."""
 
 import dataclasses
+import gc
+import weakref
 
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from state_core import State, StatefulFunction
-from state_core.engine import Strategy, TraceContext
+from state_core.engine import IdentityRef, Strategy, TraceContext
 
 
 def _counting(state):
@@ -97,12 +99,12 @@ class Remembering(Strategy):
 def test_what_a_trace_learns_is_kept_only_when_it_succeeds():
     f = StatefulFunction(lambda x: x + 1, strategy=Remembering(), cache_size=8)
     f(jnp.ones(2))
-    assert f._record.learned == {"analysed": 1}
+    assert f.learned == {"analysed": 1}
     with pytest.raises(ValueError, match="<lambda>: matrix input"):
         f(jnp.ones((2, 2)))
-    assert f._record.learned == {"analysed": 1}  # the failed trace's decision is dropped
+    assert f.learned == {"analysed": 1}  # the failed trace's decision is dropped
     f(jnp.ones(3))
-    assert f._record.learned == {"analysed": 2}  # a later trace reads the kept one
+    assert f.learned == {"analysed": 2}  # a later trace reads the kept one
     assert f.get_traced_call() is not None
 
 
@@ -110,3 +112,50 @@ def test_trace_context_recall_prefers_this_trace():
     ctx = TraceContext(fun=abs, name="abs", learned={"k": "old", "other": 1})
     ctx.learn["k"] = "new"
     assert (ctx.recall("k"), ctx.recall("other"), ctx.recall("missing")) == ("new", 1, None)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Offset(Strategy):
+    """Adds the value ``by`` held when compiled: a field ``identity`` keys without being told."""
+
+    by: State = dataclasses.field(default=None, compare=True)  # type: ignore[assignment]
+    tag: object = dataclasses.field(default=None, metadata={"key": IdentityRef})
+
+    def compile(self, trace, info, name):
+        program = super().compile(trace, info, name)
+        run, by = program.run, float(self.by.value)
+
+        def shifted(rw, ro, *leaves):
+            out, new_values = run(rw, ro, *leaves)
+            return out + by, new_values
+
+        return dataclasses.replace(program, run=shifted, donating=None, eager=None)
+
+
+def test_every_compared_field_is_in_the_identity_and_states_are_held_weakly():
+    one, two = State(1.0, name="one"), State(2.0, name="two")
+    traced = []
+
+    def f(x):
+        traced.append(1)
+        return x * 10
+
+    assert StatefulFunction(f, strategy=Offset(by=one))(1.0) == 11.0
+    assert StatefulFunction(f, strategy=Offset(by=one))(1.0) == 11.0
+    assert len(traced) == 1  # the same State: the program is shared
+    assert StatefulFunction(f, strategy=Offset(by=two))(1.0) == 12.0
+    assert len(traced) == 2  # another State in the field: another program
+
+    identity = Offset(by=one).identity()
+    held = weakref.ref(one)
+    del one
+    gc.collect()
+    assert held() is None  # the key names the State without keeping it alive
+    assert identity != Offset(by=State(1.0)).identity()
+
+
+def test_a_field_keyed_by_its_metadata_compares_by_identity():
+    a, b = [1], [1]  # equal contents, two objects
+    assert Offset(tag=a).identity() == Offset(tag=a).identity()
+    assert Offset(tag=a).identity() != Offset(tag=b).identity()
+    assert Strategy(static_argnums=1).identity() != Strategy(static_argnums=2).identity()

@@ -141,6 +141,28 @@ def test_pmap2_more_lanes_than_devices(n):
     assert "8" in msg
 
 
+def test_pmap2_under_set_mesh_is_refused_with_the_fix_and_changes_nothing():
+    s = state_core.ShortTermState(jnp.zeros((8, 2)), name="lanes")
+
+    def step(x):
+        s.value = s.value + x
+        return x * 2
+
+    f = pmap2(step, axis_name="i", state_in_axes={0: SHORT}, state_out_axes={0: SHORT})
+    x = jnp.ones((8, 2))
+    mesh = jax.make_mesh((8,), ("d",))
+    refused = r"pmap2\(step\): cannot run under jax\.set_mesh \(the mesh \{'d': 8\} is in effect\).*shard_map"
+    with jax.set_mesh(mesh), pytest.raises(ValueError, match=refused):
+        f(x)  # a new signature: refused before tracing
+    assert_allclose(s.value, np.zeros((8, 2)))
+    assert_allclose(f(x), np.full((8, 2), 2.0))  # outside the mesh it runs
+    with jax.set_mesh(mesh), pytest.raises(ValueError, match=refused):
+        f(x)  # the compiled program too
+    with jax.set_mesh(mesh), pytest.raises(ValueError, match=refused):
+        jit(lambda v: f(v))(x)  # and inside a computation traced under the mesh
+    assert_allclose(s.value, np.ones((8, 2)))  # only the call outside the mesh wrote
+
+
 def test_pmap2_more_lanes_than_devices_via_mapped_state():
     s = state_core.ShortTermState(jnp.zeros(10), name="too_many")
     f = pmap2(lambda: s.value * 2, axis_name="i", in_axes=(), state_in_axes={0: SHORT})

@@ -83,7 +83,9 @@ def test_out_of_range_state_axis_names_the_state():
         s.value = s.value + 1
 
     f = vmap2(step, state_in_axes={2: SHORT}, state_out_axes={2: SHORT})
-    with pytest.raises(ValueError, match=r"Cannot map ShortTermState 'lonely'.*\(from state_in_axes\) over axis 2"):
+    with pytest.raises(
+        ValueError, match=r"vmap2\(step\): cannot map ShortTermState 'lonely'.*\(from state_in_axes\) over axis 2"
+    ):
         f()
     assert_allclose(s.value, jnp.zeros(3))
 

@@ -15,14 +15,15 @@ program is built; the strategy never reads, checks or writes states itself.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Hashable, Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, cast
 
 import jax
 
 from ._cache import DEFAULT_CACHE_SIZE, FunctionRecord, register_cache_owner
 from ._call_contexts import call_contexts_unchanged, recording_call_contexts
-from ._call_signature import CallSignature, normalize_argnames, normalize_argnums, positions_of_names
+from ._call_signature import CallSignature, positions_of_names
 from ._context import CTX, GENERATION
 from ._donation import donation_min_bytes
 from ._graph import graph_roots, graph_states, snapshot_graph
@@ -134,15 +135,17 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
             raise TypeError(f"StatefulFunction expects a callable, got {type(fun).__name__}.")
         if strategy is None:
             plain = static_argnums == () and static_argnames == () and donate_states is True
+            # (a strategy is frozen: every plain function shares one, built once; a
+            # strategy normalises the statics from any form it accepts, hence the casts)
             strategy = (
                 _PLAIN
                 if plain
                 else Strategy(
-                    static_argnums=normalize_argnums(static_argnums, "static_argnums"),
-                    static_argnames=normalize_argnames(static_argnames),
+                    static_argnums=cast(Any, static_argnums),
+                    static_argnames=cast(Any, static_argnames),
                     donate_states=donate_states,
                 )
-            )  # (a strategy is frozen: every plain function shares one, built once)
+            )
         elif static_argnums != () or static_argnames != () or donate_states is not True:
             raise TypeError(
                 "StatefulFunction: give static_argnums, static_argnames and donate_states to the "
@@ -182,6 +185,21 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
     def donate_states(self) -> bool:
         """Whether written States are updated in place when nothing else holds them (the strategy's)."""
         return self.strategy.donate_states
+
+    @property
+    def learned(self) -> Mapping[Any, Any]:
+        """What this function's traces (by any equal transformation) decided and kept, read-only.
+
+        The pipeline hands it to every new ``TraceContext``; a strategy that runs
+        the function outside the pipeline (an eager one-shot run) passes it on too,
+        so it decides as a trace would.
+
+        Example:
+            >>> from state_core import StatefulFunction
+            >>> dict(StatefulFunction(abs).learned)
+            {}
+        """
+        return MappingProxyType(self._record.learned)
 
     # ------------------------------------------------------------------ identity
     def __engine_identity__(self) -> Hashable | None:

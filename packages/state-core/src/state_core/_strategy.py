@@ -21,6 +21,7 @@ from ._call_signature import normalize_argnames, normalize_argnums
 from ._context import CTX
 from ._donation import donation_min_bytes
 from ._first_calls import eager_first_calls_enabled
+from ._identity import frozen
 from ._program import Program, Trace
 from ._pure_program import _new_values_first, _written_nbytes, named, pure_program
 from ._state import State
@@ -111,6 +112,9 @@ class Strategy(Generic[CtxT]):
     #: program can run op by op.
     eager_first_call: ClassVar[bool] = False
 
+    #: The fields ``identity`` keys and how, per class (filled at its first call).
+    _keyed_fields: ClassVar[tuple[tuple[str, Callable[[Any], Hashable]], ...] | None] = None
+
     def __post_init__(self) -> None:
         nums: Any = self.static_argnums
         names: Any = self.static_argnames
@@ -122,11 +126,35 @@ class Strategy(Generic[CtxT]):
     def identity(self) -> Hashable | None:
         """What this strategy's programs depend on, as a hashable key (None: never share).
 
-        The default is the strategy itself. A strategy holding user objects (States,
-        functions) returns a key that names them weakly (``IdentityRef``), so that
-        the shared program registry never keeps them alive.
+        The default keys every field that takes part in comparison (a dataclass
+        field's default, ``compare=True``) with ``state_core.engine.frozen``:
+        numbers and strings by value, functions by what they compute, States and
+        other objects by identity and weakly, so the shared program registry
+        never keeps a user's objects alive. A field declared with
+        ``dataclasses.field(metadata={"key": fn})`` is keyed by ``fn(value)``
+        instead (``IdentityRef`` for an object compared by identity, which is also
+        the cheapest key). A subclass whose programs also depend
+        on a field kept out of comparison (a tree of States, a callable asked at
+        each trace) extends ``super().identity()`` with a key for it.
+
+        Raises:
+            Unshareable: a field holds a function no key can name (the pipeline
+                then keeps the programs to the one transformation object).
+
+        Example:
+            >>> from state_core.engine import Strategy
+            >>> Strategy(static_argnums=1).identity() == Strategy(static_argnums=(1,)).identity()
+            True
         """
-        return self
+        cls = type(self)
+        # The keyed fields are kept on each class itself (its own ``__dict__``, not a
+        # parent's): looking fields up costs microseconds, which an inline-built
+        # transformation would pay at every step.
+        keyed = cls.__dict__.get("_keyed_fields")
+        if keyed is None:
+            keyed = tuple((f.name, f.metadata.get("key", frozen)) for f in dataclasses.fields(cls) if f.compare)
+            cls._keyed_fields = keyed
+        return tuple(key(getattr(self, name)) for name, key in keyed)
 
     # ------------------------------------------------------------------ tracing
     def new_trace_context(self, fun: Callable[..., Any], name: str, learned: Mapping[Any, Any]) -> CtxT:

@@ -17,7 +17,7 @@ from state_core import State
 from state_core.engine import StateRules, user_stacklevel
 from state_core.filter import Filter, FilterLike
 from state_random import is_random_state
-from state_transform.engine import parse_state_rules
+from state_transform.engine import MappingStrategy, parse_state_rules
 
 from ._map_shard import MemberLayout, ShardedMappingStrategy, member_layout, place_members
 from ._module import Module
@@ -406,6 +406,7 @@ class Map(Module, Generic[M]):
                 in_rules=rules,
                 out_rules=rules,
                 keyword_axis=None,
+                transform="",  # (messages name the call by ``name``: ``Map(Linear).update``)
             )
             mapping = state_transform.StatefulMapping(runner, strategy=strategy)
         else:
@@ -413,14 +414,17 @@ class Map(Module, Generic[M]):
             spmd = self.spmd_axis_name
             mapping = state_transform.StatefulMapping(
                 runner,
-                in_axes=in_axes,
-                out_axes=out_axes,
-                axis_name=axis_name,
-                axis_size=self.init_map_size,
-                state_in_axes=rules,
-                state_out_axes=rules,
-                mapping_kwargs=None if spmd is None else {"spmd_axis_name": spmd},
-                keyword_axis=None,
+                strategy=MappingStrategy(
+                    in_axes=in_axes,
+                    out_axes=out_axes,
+                    axis_name=axis_name,
+                    axis_size=self.init_map_size,
+                    in_rules=rules,
+                    out_rules=rules,
+                    mapping_kwargs={} if spmd is None else {"spmd_axis_name": spmd},
+                    keyword_axis=None,
+                    transform="",
+                ),
             )
         mapping.name = name
         return _MapCaller(mapping, in_axes, name)
@@ -648,8 +652,8 @@ class Map(Module, Generic[M]):
 
             static = tuple(range(n_args + len(names)))
             fun = types.MethodType(reset, self.module)
+            rules = cast("StateRules[Any]", cache.rules)  # (init_all_states sets them with the groups)
             if self._layout is not None:
-                rules = cast("StateRules[Any]", cache.rules)  # (init_all_states sets them with the groups)
                 strategy = ShardedMappingStrategy(
                     layout=self._layout,
                     in_axes=None,
@@ -659,19 +663,22 @@ class Map(Module, Generic[M]):
                     axis_name=self.axis_name,
                     in_rules=rules,
                     out_rules=rules,
+                    transform="",
                 )
                 mapping = state_transform.StatefulMapping(fun, strategy=strategy)
             else:
                 mapping = state_transform.StatefulMapping(
                     fun,
-                    in_axes=None,
-                    out_axes=None,
-                    static_argnums=static,
-                    axis_size=self.init_map_size,
-                    axis_name=self.axis_name,
-                    state_in_axes=cache.rules,
-                    state_out_axes=cache.rules,
-                    mapping_fn=jax.vmap,
+                    strategy=MappingStrategy(
+                        in_axes=None,
+                        out_axes=None,
+                        static_argnums=static,
+                        axis_size=self.init_map_size,
+                        axis_name=self.axis_name,
+                        in_rules=rules,
+                        out_rules=rules,
+                        transform="",
+                    ),
                 )
             mapping.name = f"Map({type(self.module).__name__}).reset_all_states"
             cache.resets[key] = mapping

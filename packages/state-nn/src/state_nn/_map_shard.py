@@ -51,6 +51,13 @@ class MemberLayout:
         self.replicated = NamedSharding(mesh, P())
         self.traced_mesh = mesh.abstract_mesh.update_axis_types(dict.fromkeys(mesh.axis_names, AxisType.Auto))
 
+    # Equal layouts place members alike, so Maps on the same mesh and axes share programs.
+    def __eq__(self, other: object) -> bool:
+        return type(other) is MemberLayout and (self.mesh, self.axes) == (other.mesh, other.axes)
+
+    def __hash__(self) -> int:
+        return hash((self.mesh, self.axes))
+
     def sharding(self, axis: Any, ndim: int | None = None) -> NamedSharding:
         """The sharding of a value whose member axis is ``axis`` (``None``: replicated)."""
         if not isinstance(axis, int) or isinstance(axis, bool):
@@ -132,13 +139,6 @@ class ShardedMappingStrategy(MappingStrategy):
     """
 
     layout: MemberLayout
-
-    def identity(self) -> Hashable | None:
-        """The mapping's options and the member layout."""
-        options = super().identity()
-        if options is None:
-            return None
-        return (options, self.layout.mesh, self.layout.axes)
 
     def spans_devices(self, trace: Trace, info: MappingInfo) -> bool:
         """Whether the member mesh has more than one device."""

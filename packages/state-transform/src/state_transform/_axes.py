@@ -19,13 +19,13 @@ __all__ = [
 ]
 
 
-def _per_arg_axes(in_axes: Any, num_args: int) -> tuple[Any, ...]:
+def _per_arg_axes(in_axes: Any, num_args: int, who: str) -> tuple[Any, ...]:
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)
     if isinstance(in_axes, tuple):
         if len(in_axes) != num_args:
             raise ValueError(
-                f"in_axes has {len(in_axes)} entries but the function was called with "
+                f"{who}: in_axes has {len(in_axes)} entries but the function was called with "
                 f"{num_args} positional argument(s); give one entry per positional argument "
                 "(None for a broadcast argument) or a single int/None for all of them."
             )
@@ -34,13 +34,13 @@ def _per_arg_axes(in_axes: Any, num_args: int) -> tuple[Any, ...]:
         return (in_axes,) * num_args
     if isinstance(in_axes, dict):
         raise ValueError(
-            "in_axes must be an int, None or a tuple with one entry per positional argument; "
+            f"{who}: in_axes must be an int, None or a tuple with one entry per positional argument; "
             "a dict is only allowed inside that tuple, as the spec of a dict argument."
         )
-    raise ValueError(f"in_axes must be an int, None or a tuple, got {in_axes!r}.")
+    raise ValueError(f"{who}: in_axes must be an int, None or a tuple, got {in_axes!r}.")
 
 
-def check_axis(axis: Any, ndim: int, where: str, shape: tuple[Any, ...]) -> int | None:
+def check_axis(axis: Any, ndim: int, where: str, shape: tuple[Any, ...], who: str) -> int | None:
     """Validate an axis for a value of ``ndim`` dimensions; return it non-negative.
 
     Args:
@@ -48,6 +48,7 @@ def check_axis(axis: Any, ndim: int, where: str, shape: tuple[Any, ...]) -> int 
         ndim: the number of dimensions of the value it maps.
         where: what the value is (``"argument 0['w']"``), for the error message.
         shape: the value's shape, for the error message.
+        who: how the message names the call (``vmap2(step)``).
 
     Returns:
         ``axis % ndim``, or ``None`` when ``axis`` is ``None``.
@@ -58,10 +59,10 @@ def check_axis(axis: Any, ndim: int, where: str, shape: tuple[Any, ...]) -> int 
     if axis is None:
         return None
     if not isinstance(axis, int) or isinstance(axis, bool):
-        raise ValueError(f"The mapped axis of {where} must be an int or None, got {axis!r}.")
+        raise ValueError(f"{who}: the mapped axis of {where} must be an int or None, got {axis!r}.")
     if not -ndim <= axis < ndim:
         raise ValueError(
-            f"Cannot map {where} over axis {axis}: it has shape {shape} ({ndim} dimension(s)). "
+            f"{who}: cannot map {where} over axis {axis}: it has shape {shape} ({ndim} dimension(s)). "
             "Use an axis within range, or None to broadcast it."
         )
     return axis % ndim
@@ -73,6 +74,8 @@ def leaf_in_axes(
     kwargs: dict[Any, Any],
     static_positions: frozenset[int],
     keyword_axis: int | None = 0,
+    *,
+    who: str,
 ) -> tuple[list[Any], list[str], list[int | None]]:
     """One axis, one label and one positional index (None for keywords) per dynamic leaf.
 
@@ -88,6 +91,7 @@ def leaf_in_axes(
         kwargs: the call's keyword arguments.
         static_positions: the positions of static arguments, which have no leaves.
         keyword_axis: the axis every keyword-argument leaf is mapped over.
+        who: how messages name the call (``vmap2(step)``).
 
     Returns:
         ``(axes, labels, positions)``, one entry per dynamic leaf in the order
@@ -96,7 +100,7 @@ def leaf_in_axes(
     Raises:
         ValueError: ``in_axes`` does not fit the call (its length or structure).
     """
-    per_arg = _per_arg_axes(in_axes, len(args))
+    per_arg = _per_arg_axes(in_axes, len(args), who)
     axes: list[Any] = []
     labels: list[str] = []
     positions: list[int | None] = []
@@ -107,7 +111,8 @@ def leaf_in_axes(
             pairs = _pair_with_prefix(prefix, arg)
         except ValueError as err:
             raise ValueError(
-                f"in_axes entry {prefix!r} for positional argument {i} does not match the argument's structure: {err}"
+                f"{who}: in_axes entry {prefix!r} for positional argument {i} does not match the argument's "
+                f"structure: {err}"
             ) from None
         for ax, sub in pairs:
             for path, _ in jax.tree.leaves_with_path(sub):

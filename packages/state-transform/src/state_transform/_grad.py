@@ -288,19 +288,9 @@ class GradStrategy(Strategy[TraceContext]):
         object.__setattr__(self, "returns_state_dict", isinstance(self.grad_states, StateDict))
 
     def identity(self) -> Hashable | None:
-        """The options, with the ``grad_states`` named weakly (a dropped model is freed)."""
-        return (
-            self.static_argnums,
-            self.static_argnames,
-            self.donate_states,
-            self.grad_treedef,
-            tuple(IdentityRef(s) for s in self.grad_state_list),  # weakly: a dropped model is freed
-            self.argnums,
-            self.has_aux,
-            self.return_value,
-            self.returns_state_dict,
-            self.debug_nan,
-        )
+        """The compared options, and the ``grad_states`` named weakly (a dropped model is freed)."""
+        states = tuple(IdentityRef(s) for s in self.grad_state_list)
+        return (super().identity(), self.grad_treedef, states, self.returns_state_dict)
 
     def analyze(
         self, ctx: TraceContext, trace: Trace, dyn_args: tuple[Any, ...], dyn_kwargs: dict[str, Any]

@@ -6,7 +6,7 @@ import dataclasses
 import functools
 import types
 import weakref
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, NamedTuple, Self, cast, overload
 
 import jax
@@ -18,7 +18,6 @@ from state_core.engine import (
     Trace,
     TraceContext,
     check_spec_fits,
-    frozen,
     input_placer,
     named,
     positions_of_names,
@@ -93,22 +92,6 @@ class JitStrategy(Strategy[TraceContext]):
     in_shardings: Any = _UNSET
     out_shardings: Any = _UNSET
     jit_kwargs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-
-    def identity(self) -> Hashable | None:
-        """The options and ``jax.jit`` settings (None when a sharding cannot be hashed: never shared)."""
-        shardings = (self.in_shardings, self.out_shardings)
-        try:
-            hash(shardings)
-        except TypeError:  # (a list of shardings): programs of this jit stay its own
-            return None
-        return (
-            self.static_argnums,
-            self.static_argnames,
-            self.donate_states,
-            self.donate_argnums,
-            shardings,
-            frozen(self.jit_kwargs),
-        )
 
     def _dynamic_positions(self, trace: Trace) -> list[int]:
         static = {i if i >= 0 else i + trace.n_args for i in self.static_argnums}

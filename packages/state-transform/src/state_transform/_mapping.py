@@ -20,7 +20,6 @@ from state_core.engine import (
     Trace,
     TraceContext,
     context_markers,
-    frozen,
     named,
     open_jaxpr,
     pushed_context,
@@ -103,6 +102,10 @@ class MappingStrategy(Strategy[_MappingTrace]):
             (a tuple once built).
         max_axis_size: returns the largest mapped size allowed, asked at each trace
             (None: no limit).
+        transform: how messages name the transformation, and a call of ``f``
+            (``vmap2: ...``, ``vmap2(f): ...``); ``""`` names a call by the
+            function's name alone, for a caller whose names already say what runs
+            (``Map``).
     """
 
     in_axes: Any = 0
@@ -112,61 +115,61 @@ class MappingStrategy(Strategy[_MappingTrace]):
     unexpected_out_state_mapping: str = "auto"
     axis_size: int | None = None
     axis_name: Hashable | None = None
-    mapping_fn: Callable[..., Any] = jax.vmap
+    # (by identity: jax.vmap, jax.pmap or the user's own function; cheaper to key than by its code)
+    mapping_fn: Callable[..., Any] = dataclasses.field(default=jax.vmap, metadata={"key": IdentityRef})
     mapping_kwargs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     keyword_axis: int | None = 0
     donate_argnums: int | Iterable[int] = ()
     max_axis_size: Callable[[], int] | None = dataclasses.field(default=None, compare=False)
+    transform: str = dataclasses.field(default="StatefulMapping", compare=False)  # (messages only)
     # The positions of donate_argnums, as build_mapped_program reads them.
     donate_positions: frozenset[int] = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        who = self.transform or "StatefulMapping"
         if self.unexpected_out_state_mapping not in _POLICIES:
             raise ValueError(
-                f"unexpected_out_state_mapping must be one of {_POLICIES}, got {self.unexpected_out_state_mapping!r}."
+                f"{who}: unexpected_out_state_mapping must be one of {_POLICIES}, "
+                f"got {self.unexpected_out_state_mapping!r}."
             )
         axis_size = self.axis_size
         if axis_size is not None and (not isinstance(axis_size, int) or isinstance(axis_size, bool) or axis_size < 1):
-            raise ValueError(f"axis_size must be a positive int or None, got {axis_size!r}.")
+            raise ValueError(f"{who}: axis_size must be a positive int or None, got {axis_size!r}.")
         keyword_axis = self.keyword_axis
         if keyword_axis is not None and (not isinstance(keyword_axis, int) or isinstance(keyword_axis, bool)):
-            raise TypeError(f"keyword_axis must be an int or None, got {keyword_axis!r}.")
+            raise TypeError(f"{who}: keyword_axis must be an int or None, got {keyword_axis!r}.")
         # Only the parsed rules are kept (vmap2, pmap2 and Map pass them parsed already).
-        object.__setattr__(self, "in_rules", parse_state_rules(self.in_rules, "state_in_axes", "StatefulMapping"))
-        object.__setattr__(self, "out_rules", parse_state_rules(self.out_rules, "state_out_axes", "StatefulMapping"))
+        object.__setattr__(self, "in_rules", parse_state_rules(self.in_rules, "state_in_axes", who))
+        object.__setattr__(self, "out_rules", parse_state_rules(self.out_rules, "state_out_axes", who))
         object.__setattr__(self, "mapping_kwargs", dict(self.mapping_kwargs))
         donate_argnums = self.donate_argnums
         numbers = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
         if numbers and self.mapping_fn is jax.vmap:
             raise ValueError(
-                f"StatefulMapping: donate_argnums={donate_argnums!r} is passed to the mapping function, "
+                f"{who}: donate_argnums={donate_argnums!r} is passed to the mapping function, "
                 "but jax.vmap takes no donate_argnums. Donate through the program instead (written "
                 "States are updated in place already), or map with jax.pmap (pmap2)."
             )
         object.__setattr__(self, "donate_argnums", numbers)
         object.__setattr__(self, "donate_positions", frozenset(numbers))
 
+    def call_name(self, name: str) -> str:
+        """How messages name a call of the function ``name``: ``vmap2(step)``.
+
+        Args:
+            name: the function's name.
+
+        Example:
+            >>> from state_transform.engine import MappingStrategy
+            >>> MappingStrategy(transform='vmap2').call_name('step'), MappingStrategy(transform='').call_name('step')
+            ('vmap2(step)', 'step')
+        """
+        return f"{self.transform}({name})" if self.transform else name
+
     def identity(self) -> Hashable | None:
-        """Every option, with ``mapping_fn`` named weakly and the device limit as it is now."""
-        # (an option ``frozen`` cannot key raises Unshareable: the pipeline keeps the programs to this object)
-        return (
-            self.static_argnums,
-            self.static_argnames,
-            self.donate_states,
-            frozen(self.in_axes),
-            frozen(self.out_axes),
-            self.in_rules,
-            self.out_rules,
-            self.unexpected_out_state_mapping,
-            self.axis_size,
-            frozen(self.axis_name),
-            IdentityRef(self.mapping_fn),  # jax.vmap / jax.pmap / a user's mapping function, by identity
-            frozen(self.mapping_kwargs),
-            self.keyword_axis,
-            self.donate_positions,
-            None if self.max_axis_size is None else self.max_axis_size(),
-        )
+        """Every compared option (see ``Strategy.identity``), and the device limit as it is now."""
+        return (super().identity(), None if self.max_axis_size is None else self.max_axis_size())
 
     def _in_axis(self, ctx: _MappingTrace, state: State[Any], value: Any) -> Any:
         """The axis ``state`` is mapped on the way in, including an axis this mapping stacked it on."""
@@ -185,10 +188,12 @@ class MappingStrategy(Strategy[_MappingTrace]):
     # ------------------------------------------------------------------ tracing hooks
     def new_trace_context(self, fun: Callable[..., Any], name: str, learned: Mapping[Any, Any]) -> _MappingTrace:
         """A ``_MappingTrace`` holding the paths of the States ``fun`` reaches."""
-        return _MappingTrace(fun, name, learned, paths=states_of_callable(fun).paths_by_state())
+        return _MappingTrace(fun, self.call_name(name), learned, paths=states_of_callable(fun).paths_by_state())
 
     def trace(self, ctx: _MappingTrace, trace_once: Callable[[], Trace]) -> Trace:
         """Trace at per-lane shapes; again when the axis size or a per-lane buffer is learned mid-trace."""
+        if self.mapping_fn is jax.pmap:
+            _refuse_context_mesh(ctx.name)
         trace: Trace | None = None
         buffers_learned = False
         for _ in range(3):
@@ -198,7 +203,7 @@ class MappingStrategy(Strategy[_MappingTrace]):
                     trace = trace_once()
             else:
                 trace = trace_once()
-            size = self._decide_axis_size(ctx.sizes, ctx.name)
+            size = self.axis_size_for(ctx.sizes, ctx.name)
             if self.axis_name is not None and ctx.size_used is not None and ctx.size_used != size:
                 # The axis size came from a state discovered mid-trace, and the function
                 # used the named axis: trace again with the real size bound.
@@ -244,14 +249,16 @@ class MappingStrategy(Strategy[_MappingTrace]):
         n_static = len(self.static_argnums)
         static_positions = frozenset((i + len(dyn_args) + n_static) if i < 0 else i for i in self.static_argnums)
         all_args = _interleave_statics(dyn_args, static_positions)
-        axes, labels, positions = leaf_in_axes(self.in_axes, all_args, dyn_kwargs, static_positions, self.keyword_axis)
+        axes, labels, positions = leaf_in_axes(
+            self.in_axes, all_args, dyn_kwargs, static_positions, self.keyword_axis, who=ctx.name
+        )
         ctx.leaf_positions = positions
         abstract = []
         checked_axes = []
         for leaf, axis, label in zip(leaves, axes, labels, strict=True):
             aval = jax.typeof(leaf)
             ctx.arg_avals.append(jax.core.ShapedArray(aval.shape, aval.dtype, weak_type=aval.weak_type))
-            axis = check_axis(axis, len(aval.shape), label, aval.shape)
+            axis = check_axis(axis, len(aval.shape), label, aval.shape, ctx.name)
             if axis is not None:
                 ctx.sizes.append((aval.shape[axis], label))
             checked_axes.append(axis)
@@ -281,7 +288,11 @@ class MappingStrategy(Strategy[_MappingTrace]):
             ndim = len(aval.shape)
             in_range = type(axis) is int and -ndim <= axis < ndim
             # (Out of range, check_axis raises: only then is the label made.)
-            ax = axis % ndim if in_range else check_axis(axis, ndim, f"{label} (from state_in_axes)", aval.shape)
+            ax = (
+                axis % ndim
+                if in_range
+                else check_axis(axis, ndim, f"{label} (from state_in_axes)", aval.shape, ctx.name)
+            )
             ctx.sizes.append((aval.shape[ax], label))
             avals.append(remove_axis(aval, ax))
         ctx.modes[id(state)] = axis if axis >= 0 else axis + len(jax.typeof(leaves[0]).shape)
@@ -298,7 +309,7 @@ class MappingStrategy(Strategy[_MappingTrace]):
         paths = ctx.paths
         modes = ctx.modes
         name = ctx.name
-        size = self._decide_axis_size(ctx.sizes, name)
+        size = self.axis_size_for(ctx.sizes, name)
         in_modes = tuple(modes[id(s)] for s in trace.in_states)
         split_positions, lane_written_mask = split_layout(trace, in_modes)
 
@@ -398,8 +409,25 @@ class MappingStrategy(Strategy[_MappingTrace]):
         """Whether ``mapping_fn`` is ``jax.pmap`` over more than one device."""
         return self.mapping_fn is jax.pmap
 
-    def _decide_axis_size(self, sizes: list[tuple[int, str]], name: str) -> int:
-        """The mapped size the arguments and states (and ``axis_size``) agree on; ``name`` names the function."""
+    def axis_size_for(self, sizes: list[tuple[int, str]], name: str) -> int:
+        """The mapped size the arguments and states (and ``axis_size``) agree on.
+
+        Args:
+            sizes: ``(size, what has it)`` pairs, e.g. ``ctx.sizes`` after
+                ``abstract_inputs`` (what has it is named in messages).
+            name: how messages name the function.
+
+        Raises:
+            ValueError: nothing gives a size, or it exceeds the devices ``max_axis_size`` allows.
+            BatchAxisError: the sizes disagree.
+
+        Example:
+            >>> from state_transform.engine import MappingStrategy
+            >>> MappingStrategy().axis_size_for([(3, 'argument 0'), (3, 'state w')], 'f')
+            3
+            >>> MappingStrategy(axis_size=4).axis_size_for([], 'f')
+            4
+        """
         sizes = list(sizes)
         if self.axis_size is not None:
             sizes.append((self.axis_size, "axis_size"))
@@ -534,15 +562,45 @@ class MappingStrategy(Strategy[_MappingTrace]):
         donating: dict[str, Any] = {}
         if compiled:  # jax.pmap donates by itself: a second pmap with the states donated
             if self.donate_states and trace.rw_index:
-                donating["donating"], _ = self._mapped_program(trace, info, donate_states=True)
+                donated, _ = self._mapped_program(trace, info, donate_states=True)
+                donating["donating"] = _on_own_devices(donated, self.call_name(name))
         else:
             donating = self.donating(jax.jit, program, trace)
         return Program(
-            run=program if compiled else jax.jit(program),
+            run=_on_own_devices(program, self.call_name(name)) if compiled else jax.jit(program),
             write_back=lane_write_back(trace, info.split_positions, info.lane_written_mask),
             eager=eager,
             **donating,
         )
+
+
+def _refuse_context_mesh(name: str) -> None:
+    """Refuse a ``jax.pmap`` program under ``jax.set_mesh``, with what to do instead.
+
+    ``jax.pmap`` maps over devices it picks itself, and JAX lets neither the
+    program nor its results run under a context mesh of other devices: the call, or
+    the first operation on its results, fails with a mesh mismatch that names
+    neither the mesh nor a fix. A mesh of manual axes (inside ``shard_map``) is left
+    to JAX.
+    """
+    mesh = jax.sharding.get_abstract_mesh()
+    if mesh.empty or jax.sharding.AxisType.Manual in mesh.axis_types:
+        return
+    raise ValueError(
+        f"{name}: cannot run under jax.set_mesh (the mesh {dict(mesh.shape)} is in effect): pmap2 "
+        "maps over devices of its own, and JAX does not mix them with a context mesh. Call it "
+        "outside the `with jax.set_mesh(...)` block, or map over that mesh with shard_map."
+    )
+
+
+def _on_own_devices(run: Callable[..., Any], name: str) -> Callable[..., Any]:
+    """``run`` (a ``jax.pmap`` program), refused under a context mesh (``_refuse_context_mesh``)."""
+
+    def run_on_own_devices(*args: Any) -> Any:
+        _refuse_context_mesh(name)
+        return run(*args)
+
+    return run_on_own_devices
 
 
 class StatefulMapping(StatefulFunction, Generic[P, R]):
@@ -606,6 +664,9 @@ class StatefulMapping(StatefulFunction, Generic[P, R]):
         max_axis_size: returns the largest mapped size allowed, asked at each trace
             (``pmap2`` passes its device count); a larger size raises ``ValueError``.
             None (the default): no limit.
+        transform: how messages name this transformation and its calls
+            (``StatefulMapping: ...``, ``StatefulMapping(step): ...``; ``vmap2`` and
+            ``pmap2`` pass their own names).
         strategy: a ``MappingStrategy`` (or a subclass's) built already, holding every
             option above but ``name`` and ``cache_size``, which are then not given
             beside it.
@@ -657,6 +718,7 @@ class StatefulMapping(StatefulFunction, Generic[P, R]):
         cache_size: int | None = None,
         donate_argnums: int | Iterable[int] = (),
         max_axis_size: Callable[[], int] | None = None,
+        transform: str = "StatefulMapping",
         strategy: MappingStrategy | None = None,
     ) -> None:
         if isinstance(fun, State):
@@ -680,6 +742,7 @@ class StatefulMapping(StatefulFunction, Generic[P, R]):
                 keyword_axis=keyword_axis,
                 donate_argnums=donate_argnums,
                 max_axis_size=max_axis_size,
+                transform=transform,
             )
         else:
             given = (
@@ -698,6 +761,7 @@ class StatefulMapping(StatefulFunction, Generic[P, R]):
                 donate_states,
                 donate_argnums,
                 max_axis_size,
+                transform,
             )
             if any(not _is_default(value, default) for value, default in zip(given, _DEFAULTS, strict=True)):
                 raise TypeError(
@@ -854,7 +918,7 @@ def _interleave_statics(dyn_args: tuple[Any, ...], static_positions: frozenset[i
 
 
 # The defaults of StatefulMapping's options, in the order its __init__ checks them beside strategy=.
-_DEFAULTS = (0, 0, None, None, "auto", (), (), None, None, jax.vmap, None, 0, True, (), None)
+_DEFAULTS = (0, 0, None, None, "auto", (), (), None, None, jax.vmap, None, 0, True, (), None, "StatefulMapping")
 
 
 def _is_default(value: Any, default: Any) -> bool:

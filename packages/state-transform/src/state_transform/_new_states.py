@@ -49,11 +49,8 @@ class _NewStateStrategy(MappingStrategy):
     new_rules: StateRules[Any]
 
     def identity(self) -> Hashable | None:
-        """The mapping's options, the rules of the new states and (weakly) the object they are found in."""
-        options = super().identity()
-        if options is None:
-            return None
-        return (options, self.new_rules, None if self.root is None else IdentityRef(self.root))
+        """The mapping's identity, and (weakly) the object the new states are found in."""
+        return (super().identity(), None if self.root is None else IdentityRef(self.root))
 
     def _created_axis(self, ctx: _MappingTrace, state: State[Any], varies: bool) -> Any:
         if self.root is None:
@@ -146,7 +143,7 @@ def run_creating_states(
         caught: list[State[Any]] = []
         # A one-shot call: its trace (and the States it made) is never reused, so it
         # keeps its one program to itself.
-        strategy = _NewStateStrategy(root=root, new_rules=rules, **options)
+        strategy = _NewStateStrategy(root=root, new_rules=rules, transform="", **options)
         mapping = StatefulMapping(_catching(fun, state_tag, caught), name=fn_name, cache_size=1, strategy=strategy)
         if eager is None:
             eager = eager_run_possible(mapping, args, kwargs)

@@ -98,9 +98,9 @@ def run_eagerly(mapping: StatefulMapping, args: tuple[Any, ...], kwargs: dict[st
     """
     _, leaves, treedef, static_args, static_kwargs, dyn_args, dyn_kwargs = mapping._signature(args, kwargs)
     strategy = mapping.strategy
-    ctx = strategy.new_trace_context(mapping.fun, mapping.name, {})
+    ctx = strategy.new_trace_context(mapping.fun, mapping.name, mapping.learned)
     strategy.abstract_inputs(ctx, dyn_args, dyn_kwargs, leaves)  # checks in_axes; the sizes they map
-    size = strategy._decide_axis_size(ctx.sizes, mapping.name)
+    size = strategy.axis_size_for(ctx.sizes, ctx.name)
     n_args = len(dyn_args) + len(static_args)
     lane = _Lane(mapping, size, _split_stream(size))
 

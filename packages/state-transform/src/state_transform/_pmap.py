@@ -193,5 +193,6 @@ def pmap2(
         donate_argnums=_as_tuple(donate_argnums),
         # (counted at the first trace: building a pmap2 does not start JAX's backend)
         max_axis_size=(lambda: len(devices)) if devices is not None else lambda: jax.local_device_count(backend),
+        transform="pmap2",
     )
     return mapping

@@ -160,4 +160,5 @@ def vmap2(
         mapping_fn=jax.vmap,
         mapping_kwargs=mapping_kwargs,
         donate_states=donate_states,
+        transform="vmap2",
     )
