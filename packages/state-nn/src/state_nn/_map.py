@@ -384,6 +384,32 @@ class Map(Module, Generic[M]):
             f"Map({type(self.module).__name__}).update",
         )
 
+    def _member_strategy(self, *, rules: StateRules[Any], spmd: bool = True, **options: Any) -> MappingStrategy:
+        """The mapping strategy of a member program: sharded over the mesh when there is one.
+
+        ``options`` are further ``MappingStrategy`` fields; ``spmd``: pass
+        ``spmd_axis_name`` to ``jax.vmap``. Messages name a call by the mapping's
+        own name (``Map(Linear).update``), not by a transformation.
+        """
+        if self._layout is not None:
+            return ShardedMappingStrategy(
+                layout=self._layout,
+                axis_size=self.init_map_size,
+                in_rules=rules,
+                out_rules=rules,
+                transform="",
+                **options,
+            )
+        spmd_axis = self.spmd_axis_name
+        return MappingStrategy(
+            axis_size=self.init_map_size,
+            in_rules=rules,
+            out_rules=rules,
+            mapping_kwargs={} if spmd_axis is None or not spmd else {"spmd_axis_name": spmd_axis},
+            transform="",
+            **options,
+        )
+
     def _build(
         self,
         runner: Callable[..., Any],
@@ -395,37 +421,11 @@ class Map(Module, Generic[M]):
     ) -> _MapCaller:
         if isinstance(in_axes, list):
             in_axes = tuple(in_axes)
-        mapping: state_transform.StatefulMapping
-        if self._layout is not None:
-            strategy = ShardedMappingStrategy(
-                layout=self._layout,
-                in_axes=in_axes,
-                out_axes=out_axes,
-                axis_name=axis_name,
-                axis_size=self.init_map_size,
-                in_rules=rules,
-                out_rules=rules,
-                keyword_axis=None,
-                transform="",  # (messages name the call by ``name``: ``Map(Linear).update``)
-            )
-            mapping = state_transform.StatefulMapping(runner, strategy=strategy)
-        else:
-            # Keyword arguments are shared by every member, not mapped.
-            spmd = self.spmd_axis_name
-            mapping = state_transform.StatefulMapping(
-                runner,
-                strategy=MappingStrategy(
-                    in_axes=in_axes,
-                    out_axes=out_axes,
-                    axis_name=axis_name,
-                    axis_size=self.init_map_size,
-                    in_rules=rules,
-                    out_rules=rules,
-                    mapping_kwargs={} if spmd is None else {"spmd_axis_name": spmd},
-                    keyword_axis=None,
-                    transform="",
-                ),
-            )
+        # Keyword arguments are shared by every member, not mapped.
+        strategy = self._member_strategy(
+            in_axes=in_axes, out_axes=out_axes, axis_name=axis_name, rules=rules, keyword_axis=None
+        )
+        mapping = state_transform.StatefulMapping(runner, strategy=strategy)
         mapping.name = name
         return _MapCaller(mapping, in_axes, name)
 
@@ -653,33 +653,10 @@ class Map(Module, Generic[M]):
             static = tuple(range(n_args + len(names)))
             fun = types.MethodType(reset, self.module)
             rules = cast("StateRules[Any]", cache.rules)  # (init_all_states sets them with the groups)
-            if self._layout is not None:
-                strategy = ShardedMappingStrategy(
-                    layout=self._layout,
-                    in_axes=None,
-                    out_axes=None,
-                    static_argnums=static,
-                    axis_size=self.init_map_size,
-                    axis_name=self.axis_name,
-                    in_rules=rules,
-                    out_rules=rules,
-                    transform="",
-                )
-                mapping = state_transform.StatefulMapping(fun, strategy=strategy)
-            else:
-                mapping = state_transform.StatefulMapping(
-                    fun,
-                    strategy=MappingStrategy(
-                        in_axes=None,
-                        out_axes=None,
-                        static_argnums=static,
-                        axis_size=self.init_map_size,
-                        axis_name=self.axis_name,
-                        in_rules=rules,
-                        out_rules=rules,
-                        transform="",
-                    ),
-                )
+            strategy = self._member_strategy(
+                in_axes=None, out_axes=None, axis_name=self.axis_name, rules=rules, static_argnums=static, spmd=False
+            )
+            mapping = state_transform.StatefulMapping(fun, strategy=strategy)
             mapping.name = f"Map({type(self.module).__name__}).reset_all_states"
             cache.resets[key] = mapping
         mapping(*args, *kwargs.values())
