@@ -159,3 +159,12 @@ def test_a_field_keyed_by_its_metadata_compares_by_identity():
     assert Offset(tag=a).identity() == Offset(tag=a).identity()
     assert Offset(tag=a).identity() != Offset(tag=b).identity()
     assert Strategy(static_argnums=1).identity() != Strategy(static_argnums=2).identity()
+
+
+def test_a_slotted_strategy_keys_its_fields_too():
+    @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+    class Slotted(Strategy):
+        width: int = 1
+
+    assert Slotted(width=2).identity() == Slotted(width=2).identity()
+    assert Slotted(width=2).identity() != Slotted(width=3).identity()

@@ -178,8 +178,7 @@ class Strategy(Generic[CtxT]):
         if keyed is None:
             keyed = tuple((f.name, f.metadata.get("key", _field_key)) for f in dataclasses.fields(cls) if f.compare)
             cls._keyed_fields = keyed
-        values = self.__dict__
-        return tuple([key(values[name]) for name, key in keyed])
+        return tuple([key(getattr(self, name)) for name, key in keyed])
 
     # ------------------------------------------------------------------ tracing
     def new_trace_context(self, fun: Callable[..., Any], name: str, learned: Mapping[Any, Any]) -> CtxT:
