@@ -32,13 +32,13 @@ from ._grad import GradFunction, grad
 from ._jit import JittedFunction, jit
 from ._legacy_vmap import vmap
 from ._loops import for_loop, fori_loop, map, scan, while_loop
-from ._mapping import StatefulMapping
 from ._named import named_call, named_scope
 from ._new_states import pmap2_new_states, vmap2_new_states
 from ._pmap import pmap2
 from ._progress import ProgressBar
 from ._remat import RematFunction, checkpoint, remat
 from ._shard_map import ShardMapFunction, shard_map
+from ._stateful_mapping import StatefulMapping
 from ._value_and_grad import JacobianFunction, ValueAndGradFunction, hessian, jacfwd, jacrev, value_and_grad
 from ._vector_grad import fwd_grad, vector_grad
 from ._vjp_jvp import jvp, vjp

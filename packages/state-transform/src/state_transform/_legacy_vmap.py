@@ -9,8 +9,8 @@ import jax
 
 from state_core import BatchAxisError, State
 
-from ._mapping import StatefulMapping
 from ._rules import DECLARED_STATES, parse_state_rules
+from ._stateful_mapping import StatefulMapping
 from ._typing import P, Q, R, S
 from ._vmap import vmap2
 

@@ -25,9 +25,10 @@ from jax.sharding import PartitionSpec as P
 from state_core import BatchAxisError, NonBatchState, State, active_trace_stacks, catch_new_states, collect_states
 from state_core.engine import IdentityRef, StateRules, Trace, is_eager, state_label, write_state_values
 
-from ._mapping import MappingInfo, MappingStrategy, StatefulMapping, _MappingTrace
+from ._mapping import MappingInfo, MappingStrategy, _MappingTrace
 from ._new_states_eager import EagerRun, commit, eager_run_possible, run_eagerly
 from ._rules import parse_state_rules
+from ._stateful_mapping import StatefulMapping
 
 __all__ = ["vmap2_new_states", "pmap2_new_states"]
 

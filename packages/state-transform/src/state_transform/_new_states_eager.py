@@ -31,7 +31,8 @@ from state_core.engine import handout_locks, is_batched, is_eager, private_state
 
 from ._axes import check_out_axes
 from ._lanes import splits_per_lane
-from ._mapping import StatefulMapping, _MappingTrace
+from ._mapping import _MappingTrace
+from ._stateful_mapping import StatefulMapping
 
 __all__ = ["EagerRun", "eager_run_possible", "run_eagerly", "commit"]
 

@@ -8,8 +8,8 @@ from typing import Any, overload
 
 import jax
 
-from ._mapping import StatefulMapping
 from ._rules import parse_state_rules
+from ._stateful_mapping import StatefulMapping
 from ._typing import P, Q, R, S
 
 __all__ = ["vmap2"]
