@@ -58,7 +58,7 @@ def test_grad_has_aux_with_a_scalar_return_says_it_needs_a_pair():
     with pytest.raises(
         TypeError,
         match=(
-            r"grad\(has_aux=True\) needs loss to return a \(value, aux\) pair, "
+            r"grad\(loss\): has_aux=True needs the function to return a \(value, aux\) pair, "
             r"but it returned a single array of shape \(\)"
         ),
     ):

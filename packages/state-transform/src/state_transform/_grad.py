@@ -280,7 +280,8 @@ class GradStrategy(Strategy[TraceContext]):
         for _, s in keyed:
             if not isinstance(s, State):
                 raise TypeError(
-                    f"grad_states must be a State or a list/tuple/dict of States, but it contains a {type(s).__name__}."
+                    f"grad: grad_states must be a State or a list/tuple/dict of States, but it contains a "
+                    f"{type(s).__name__}."
                 )
         object.__setattr__(self, "grad_treedef", treedef)
         object.__setattr__(self, "grad_state_list", tuple(s for _, s in keyed))
@@ -302,7 +303,7 @@ class GradStrategy(Strategy[TraceContext]):
             if hasattr(returned, "shape"):
                 got = f"a single array of shape {tuple(returned.shape)}"
             raise TypeError(
-                f"grad(has_aux=True) needs {ctx.name} to return a (value, aux) pair, but it "
+                f"grad({ctx.name}): has_aux=True needs the function to return a (value, aux) pair, but it "
                 f"returned {got}. Return `loss, aux`, or drop has_aux=True."
             )
         in_index = {id(s): k for k, s in enumerate(trace.in_states)}
@@ -322,7 +323,8 @@ class GradStrategy(Strategy[TraceContext]):
         for i in arg_tuple:
             if not -n_args <= i < n_args:
                 raise ValueError(
-                    f"grad: argnums contains {i}, but {ctx.name} was called with {n_args} positional argument(s)."
+                    f"grad({ctx.name}): argnums contains {i}, but the function was called with {n_args} "
+                    "positional argument(s)."
                 )
         nan_labels = None
         if self.debug_nan:
