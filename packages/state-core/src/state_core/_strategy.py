@@ -21,7 +21,7 @@ from ._call_signature import normalize_argnames, normalize_argnums
 from ._context import CTX
 from ._donation import donation_min_bytes
 from ._first_calls import eager_first_calls_enabled
-from ._identity import frozen
+from ._identity import _VALUE_TYPES, frozen
 from ._program import Program, Trace
 from ._pure_program import _new_values_first, _written_nbytes, named, pure_program
 from ._rules import StateRules
@@ -66,7 +66,7 @@ class TraceContext:
         return self.learned.get(key) if found is None else found
 
 
-_PLAIN = frozenset((int, float, complex, bool, str, bytes, type(None)))
+_PLAIN = frozenset(_VALUE_TYPES)  # (the types ``frozen`` keys by value)
 
 
 def _field_key(value: Any) -> Hashable:

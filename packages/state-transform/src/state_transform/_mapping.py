@@ -560,13 +560,16 @@ class MappingStrategy(Strategy[_MappingTrace]):
         eager = program if not compiled and (self.eager_first_call or eager_first_calls_enabled()) else None
         donating: dict[str, Any] = {}
         if compiled:  # jax.pmap donates by itself: a second pmap with the states donated
+            who = self.call_name(name)
             if self.donate_states and trace.rw_index:
                 donated, _ = self._mapped_program(trace, info, donate_states=True)
-                donating["donating"] = _on_own_devices(donated, self.call_name(name))
+                donating["donating"] = _refusing_context_mesh(donated, who)
+            run = _refusing_context_mesh(program, who)
         else:
             donating = self.donating(jax.jit, program, trace)
+            run = jax.jit(program)
         return Program(
-            run=_on_own_devices(program, self.call_name(name)) if compiled else jax.jit(program),
+            run=run,
             write_back=lane_write_back(trace, info.split_positions, info.lane_written_mask),
             eager=eager,
             **donating,
@@ -592,14 +595,14 @@ def _refuse_context_mesh(name: str) -> None:
     )
 
 
-def _on_own_devices(run: Callable[..., Any], name: str) -> Callable[..., Any]:
+def _refusing_context_mesh(run: Callable[..., Any], name: str) -> Callable[..., Any]:
     """``run`` (a ``jax.pmap`` program), refused under a context mesh (``_refuse_context_mesh``)."""
 
-    def run_on_own_devices(*args: Any) -> Any:
+    def run_outside_context_mesh(*args: Any) -> Any:
         _refuse_context_mesh(name)
         return run(*args)
 
-    return run_on_own_devices
+    return run_outside_context_mesh
 
 
 class _StateLabel:
