@@ -363,7 +363,7 @@ def test_method_without_a_static_instance_fails_under_ir_compilation(compiling):
         def compute(self, x):
             return x * self.scale
 
-    with pytest.raises(TypeError, match=r"positional argument 0 of compute is a Module, which JAX cannot trace"):
+    with pytest.raises(TypeError, match=r"jit\(compute\): positional argument 0 is a Module, which JAX cannot trace"):
         Module().compute(jnp.ones(2))
 
 

@@ -149,7 +149,7 @@ def test_the_message_names_the_state_that_would_hold_the_nan(global_flag):
         call(1.0)
         global_flag("jax_debug_nans")
         with pytest.raises(
-            FloatingPointError, match=r"step: the new value of State 'acc' holds nan while jax_debug_nans"
+            FloatingPointError, match=r"jit\(step\): the new value of State 'acc' holds nan while jax_debug_nans"
         ):
             call(-1.0)
         assert_allclose(np.asarray(s.value), [1.0, 2.0, 3.0])

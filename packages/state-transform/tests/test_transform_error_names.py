@@ -24,7 +24,9 @@ def test_state_and_argument_on_different_devices_names_both():
         v.value = v.value + x
         return v.value
 
-    with pytest.raises(ValueError, match=r"State 'v' lies on device 1 but argument args\[0\] lies on device 2") as info:
+    with pytest.raises(
+        ValueError, match=r"jit\(step\): State 'v' lies on device 1 but argument args\[0\] lies on device 2"
+    ) as info:
         jit(step)(jax.device_put(jnp.ones(3), jax.devices()[2]))
     assert "rw[0]" not in str(info.value) and "dyn_leaves" not in str(info.value)
     np.testing.assert_allclose(v.value, [1.0, 1.0, 1.0])
@@ -83,8 +85,8 @@ def _program_on_four_devices(where):
     [
         ("out_shardings", "its out_shardings"),
         ("in_shardings", "its in_shardings"),
-        ("constraint", r"a sharding constraint \(jax\.lax\.with_sharding_constraint\) in step"),
-        ("device_put", r"a jax\.device_put in step"),
+        ("constraint", r"a sharding constraint \(jax\.lax\.with_sharding_constraint\) in jit\(step\)"),
+        ("device_put", r"a jax\.device_put in jit\(step\)"),
         ("set_mesh", r"the mesh set with jax\.set_mesh"),
     ],
     ids=["out_shardings", "in_shardings", "constraint", "device_put", "set_mesh"],
@@ -93,7 +95,7 @@ def test_a_state_on_eight_devices_and_a_program_on_four_names_the_state_both_set
     call, acc = _program_on_four_devices(where)
     with pytest.raises(
         ValueError,
-        match=rf"step: State 'acc' lies on devices 0\.\.7 but {what} places the program on devices 0, 1, 2, 3; "
+        match=rf"jit\(step\): State 'acc' lies on devices 0\.\.7 but {what} places the program on devices 0, 1, 2, 3; "
         r"a program runs on one set of devices\. Move State 'acc' there with jax\.device_put .*, or place the "
         r"program on devices 0\.\.7\.",
     ) as info:
@@ -114,7 +116,8 @@ def test_written_value_that_does_not_fit_its_sharding_names_the_state():
         return x
 
     with pytest.raises(
-        ValueError, match=r"State 'buf' \(the new value shrink writes\).*size 6, which is not divisible by the 8"
+        ValueError,
+        match=r"jit\(shrink\): State 'buf' \(the new value it writes\).*size 6, which is not divisible by the 8",
     ):
         jit(shrink)(jnp.ones(2))
     assert buf.value.shape == (8,)

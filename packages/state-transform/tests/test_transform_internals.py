@@ -63,7 +63,7 @@ def test_annotation_mesh_guard_refuses_a_state_annotated_on_another_mesh():
         jax.set_mesh(_mesh(AxisType.Explicit)),
         pytest.raises(
             ValueError,
-            match=r"^w is annotated with a NamedSharding on the mesh \{'x': 1\} \(axis types Auto\), but jit\(f\) ",
+            match=r"^jit\(f\): w is annotated with a NamedSharding on the mesh \{'x': 1\} \(axis types Auto\), but it ",
         ),
     ):
         check()

@@ -246,8 +246,8 @@ def test_annotation_on_a_mesh_of_other_axis_types_is_our_error(kind):
         return buffer.value.sum()
 
     message = (
-        rf"State 'buffer' is annotated with a NamedSharding on the mesh \{{'x': 8\}} \(axis types "
-        rf"{OTHER[kind].name}\), but step was called under jax.set_mesh\(...\) of another mesh, "
+        rf"jit\(step\): State 'buffer' is annotated with a NamedSharding on the mesh \{{'x': 8\}} \(axis types "
+        rf"{OTHER[kind].name}\), but it was called under jax.set_mesh\(...\) of another mesh, "
         rf"\{{'x': 8\}} \(axis types {kind.name}\).*sharding=P\('x',?\).*No state was changed"
     )
     with jax.set_mesh(_mesh(kind)), pytest.raises(ValueError, match=message):
@@ -288,9 +288,9 @@ def test_partition_spec_annotation_called_later_under_another_mesh_is_our_error(
 
         step(jnp.ones(2 * N))
     message = (
-        r"State 'buffer' is annotated with P\('x',?\), which step laid out on the mesh in effect at its first "
-        rf"call, \{{'x': 8\}} \(axis types {kind.name}\), but step was called under jax.set_mesh\(...\) of another "
-        r"mesh.*make a new jit for the new mesh"
+        r"jit\(step\): State 'buffer' is annotated with P\('x',?\), which it laid out on the mesh in effect "
+        rf"at its first call, \{{'x': 8\}} \(axis types {kind.name}\), but it was called under "
+        r"jax.set_mesh\(...\) of another mesh.*make a new jit for the new mesh"
     )
     with jax.set_mesh(later), pytest.raises(ValueError, match=message):
         step(jnp.ones(2 * N))

@@ -77,11 +77,12 @@ def normalize_argnames(argnames: str | Iterable[str] | None) -> tuple[str, ...]:
 class CallSignature:
     """How a transformed function turns a call into a cache key and traced inputs.
 
-    Mixed into ``StatefulFunction``; subclasses set ``name``, ``static_argnums`` and
-    ``static_argnames``.
+    Mixed into ``StatefulFunction``; subclasses set ``name``, ``_who`` (how
+    messages name a call: ``jit(f)``), ``static_argnums`` and ``static_argnames``.
     """
 
     name: str
+    _who: str
     static_argnums: tuple[int, ...]
     static_argnames: tuple[str, ...]
     #: where the ``static_argnames`` parameters sit when passed positionally
@@ -98,7 +99,7 @@ class CallSignature:
                 j = i + n if i < 0 else i
                 if not 0 <= j < n:
                     raise ValueError(
-                        f"static_argnums contains {i}, but {self.name} was called with only "
+                        f"{self._who}: static_argnums contains {i}, but it was called with only "
                         f"{n} positional argument(s); pass that argument positionally."
                     )
                 static_pos.add(j)
@@ -142,7 +143,7 @@ class CallSignature:
                     hash(value)
                 except TypeError:
                     raise TypeError(
-                        f"Static argument {i!r} of {self.name} must be hashable, got a "
+                        f"{self._who}: static argument {i!r} must be hashable, got a "
                         f"{type(value).__name__}; pass it as a tuple or make it a dynamic argument."
                     ) from None
             raise
@@ -151,13 +152,13 @@ class CallSignature:
         named = [(f"positional argument {i}", a) for i, a in enumerate(dyn_args)]
         named += [(f"keyword argument '{k}'", v) for k, v in dyn_kwargs.items()]
         for label, value in named:
-            check_not_state(value, f"{label} of {self.name}")
+            check_not_state(value, f"{self._who}: {label}")
             for path, leaf in jax.tree.leaves_with_path(value):
                 try:
                     leaf_signature(leaf)
                 except TypeError:
                     raise TypeError(
-                        f"{label}{jax.tree_util.keystr(path)} of {self.name} is a "
+                        f"{self._who}: {label}{jax.tree_util.keystr(path)} is a "
                         f"{type(leaf).__name__}, which JAX cannot trace. Pass arrays or numbers, "
                         "or mark the argument static with static_argnums / static_argnames."
                     ) from None

@@ -160,7 +160,7 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
         # A static parameter is static however it is passed, as in jax.jit.
         self._static_name_positions = positions_of_names(fun, strategy.static_argnames)
         self._no_statics = not (strategy.static_argnums or strategy.static_argnames)
-        self.name = name if name else getattr(fun, "__name__", type(fun).__name__)
+        self.name = name if name else getattr(fun, "__name__", type(fun).__name__)  # (sets _who)
         self._record = FunctionRecord(DEFAULT_CACHE_SIZE if cache_size is None else cache_size)
         self._cache = self._record.cache
         self._trace_lock = self._record.trace_lock
@@ -170,6 +170,19 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
         self._last: CacheEntry[Any] | None = None
         self._called = False  # its first call may run a new program op by op
         register_cache_owner(self)
+
+    @property
+    def name(self) -> str:
+        """How reprs and messages name the function (default: its ``__name__``).
+
+        Messages name a call by the strategy's ``call_name``: ``jit(step)``.
+        """
+        return self._name
+
+    @name.setter
+    def name(self, name: str) -> None:
+        self._name = name
+        self._who = self.strategy.call_name(name)
 
     @property
     def static_argnums(self) -> tuple[int, ...]:  # type: ignore[override]
@@ -443,13 +456,13 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
                 if (entry.graph is None or entry.graph_generation == GENERATION.value) and (
                     entry.env_reads is None or call_contexts_unchanged(entry.env_reads)
                 ):
-                    out = entry.runner(leaves, self.name)  # type: ignore[misc]  # set before caching
+                    out = entry.runner(leaves, self._who)  # type: ignore[misc]  # set before caching
                     if out is not STATES_CHANGED:
                         return out
         first_call, self._called = not self._called, True
         while True:
             entry, leaves = self._lookup(args, kwargs)
-            out = replay(entry, leaves, self.name, first_call)
+            out = replay(entry, leaves, self._who, first_call)
             if out is not STATES_CHANGED:  # only when another thread resized a state meanwhile
                 return out
 

@@ -108,6 +108,9 @@ class Strategy(Generic[CtxT]):
         static_argnames: keyword arguments treated as compile-time constants.
         donate_states: update written States in place when nothing else holds
             their old values (see ``StatefulFunction``).
+        transform: how messages name the transformation: a call of ``f`` is
+            ``"{transform}(f)"`` (``"jit(f)"``), or ``"f"`` when empty. It only
+            names things, so programs are shared whatever it says.
 
     Example:
         >>> import jax.numpy as jnp
@@ -126,6 +129,7 @@ class Strategy(Generic[CtxT]):
     static_argnums: tuple[int, ...] = ()
     static_argnames: tuple[str, ...] = ()
     donate_states: bool = True
+    transform: str = dataclasses.field(default="", compare=False)
 
     #: Whether a new program may run op by op (no XLA compile) when it is the first
     #: call of its transformation object: a transformation built inline for one call
@@ -145,6 +149,19 @@ class Strategy(Generic[CtxT]):
         object.__setattr__(self, "static_argnums", normalize_argnums(nums, "static_argnums"))
         object.__setattr__(self, "static_argnames", normalize_argnames(names))
         object.__setattr__(self, "donate_states", bool(self.donate_states))
+
+    def call_name(self, name: str) -> str:
+        """How messages name a call of the function ``name``: ``"jit(step)"``, or ``"step"``.
+
+        Args:
+            name: the function's name.
+
+        Example:
+            >>> from state_core.engine import Strategy
+            >>> Strategy(transform='my_map').call_name('step'), Strategy().call_name('step')
+            ('my_map(step)', 'step')
+        """
+        return f"{self.transform}({name})" if self.transform else name
 
     # ------------------------------------------------------------------ identity
     def identity(self) -> Hashable | None:

@@ -257,6 +257,7 @@ class GradStrategy(Strategy[TraceContext]):
         has_aux: the function returns ``(loss, aux)``.
         return_value: the call also returns the loss.
         debug_nan: refuse results that hold a NaN or Inf.
+        transform: ``"grad"`` (see ``Strategy``).
     """
 
     # A gradient built inline in an eager training loop runs op by op on its first
@@ -268,6 +269,7 @@ class GradStrategy(Strategy[TraceContext]):
     has_aux: bool = False
     return_value: bool = False
     debug_nan: bool = False
+    transform: str = dataclasses.field(default="grad", compare=False)
     grad_treedef: Any = dataclasses.field(init=False, compare=False)
     grad_state_list: tuple[State[Any], ...] = dataclasses.field(init=False, compare=False)
     # Where each entry sits in grad_states: names a state the function's objects do not hold.
@@ -303,7 +305,7 @@ class GradStrategy(Strategy[TraceContext]):
             if hasattr(returned, "shape"):
                 got = f"a single array of shape {tuple(returned.shape)}"
             raise TypeError(
-                f"grad({ctx.name}): has_aux=True needs the function to return a (value, aux) pair, but it "
+                f"{self.call_name(ctx.name)}: has_aux=True needs the function to return a (value, aux) pair, but it "
                 f"returned {got}. Return `loss, aux`, or drop has_aux=True."
             )
         in_index = {id(s): k for k, s in enumerate(trace.in_states)}
@@ -323,7 +325,7 @@ class GradStrategy(Strategy[TraceContext]):
         for i in arg_tuple:
             if not -n_args <= i < n_args:
                 raise ValueError(
-                    f"grad({ctx.name}): argnums contains {i}, but the function was called with {n_args} "
+                    f"{self.call_name(ctx.name)}: argnums contains {i}, but the function was called with {n_args} "
                     "positional argument(s)."
                 )
         nan_labels = None
@@ -392,7 +394,7 @@ class GradStrategy(Strategy[TraceContext]):
         named(program, f"grad_{name}")
         # Inside another transformation the output is traced: the check becomes a callback.
         nested = not is_eager()
-        raise_if_nan = None if info.nan_labels is None else _nan_check(info.nan_labels, f"grad({name})")
+        raise_if_nan = None if info.nan_labels is None else _nan_check(info.nan_labels, self.call_name(name))
         return Program(
             run=jax.jit(program),
             write_back=trace.write_states,
@@ -430,8 +432,8 @@ class GradStrategy(Strategy[TraceContext]):
                 dtype = jnp.result_type(leaf)
                 if not jnp.issubdtype(dtype, jnp.inexact):
                     raise TypeError(
-                        f"grad({name}): grad_states includes {self._grad_state_label(k, paths())}, whose value has "
-                        f"dtype {dtype}; gradients exist only for floating-point and complex values. "
+                        f"{self.call_name(name)}: grad_states includes {self._grad_state_label(k, paths())}, "
+                        f"whose value has dtype {dtype}; gradients exist only for floating-point and complex values. "
                         "Store it as a float (e.g. jnp.asarray(value, jnp.float32)) or leave it out "
                         "of grad_states."
                     )
@@ -441,7 +443,7 @@ class GradStrategy(Strategy[TraceContext]):
                 f" and {len(unread) - 3} more" if len(unread) > 3 else ""
             )
             warnings.warn(
-                f"grad({name}): {names} in grad_states {'is' if len(unread) == 1 else 'are'} never "
+                f"{self.call_name(name)}: {names} in grad_states {'is' if len(unread) == 1 else 'are'} never "
                 f"read by {name}, so {'its gradient is' if len(unread) == 1 else 'their gradients are'} "
                 "zero. Pass the states the function reads (after re-creating parameters, e.g. with "
                 "init_all_states, collect them again).",

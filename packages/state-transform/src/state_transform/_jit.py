@@ -86,12 +86,14 @@ class JitStrategy(Strategy[TraceContext]):
         in_shardings: ``jax.jit``'s ``in_shardings`` for the user's arguments, or unset.
         out_shardings: ``jax.jit``'s ``out_shardings`` for the return value, or unset.
         jit_kwargs: any other ``jax.jit`` option.
+        transform: ``"jit"`` (see ``Strategy``).
     """
 
     donate_argnums: tuple[int, ...] = ()
     in_shardings: Any = _UNSET
     out_shardings: Any = _UNSET
     jit_kwargs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    transform: str = dataclasses.field(default="jit", compare=False)
 
     def _dynamic_positions(self, trace: Trace) -> list[int]:
         static = {i if i >= 0 else i + trace.n_args for i in self.static_argnums}
@@ -118,7 +120,7 @@ class JitStrategy(Strategy[TraceContext]):
             given = (given,) * len(dyn_args)
         if len(given) != len(dyn_args):
             raise ValueError(
-                f"jit: in_shardings has {len(given)} entries but {name} was called with "
+                f"{self.call_name(name)}: in_shardings has {len(given)} entries but it was called with "
                 f"{len(dyn_args)} non-static positional argument(s); give one sharding (or None) "
                 "per argument, or a single sharding for all."
             )
@@ -150,14 +152,16 @@ class JitStrategy(Strategy[TraceContext]):
         for state, aval in zip(trace.write_states, trace.write_state_avals(), strict=True):
             sharding = shardings.get(id(state))
             if sharding is not None:
-                where = f"{state_label(state, paths.get(id(state)))} (the new value {ctx.name} writes)"
+                where = (
+                    f"{self.call_name(ctx.name)}: {state_label(state, paths.get(id(state)))} (the new value it writes)"
+                )
                 check_spec_fits(sharding.spec, sharding.mesh, aval, where)
         labelled = [
             (state_label(s, paths.get(id(s))), s.metadata["sharding"], sharding)
             for s in annotated
             if (sharding := shardings[id(s)]) is not None
         ]
-        mesh_check = annotation_mesh_guard(labelled, ctx.name)
+        mesh_check = annotation_mesh_guard(labelled, self.call_name(ctx.name))
         if mesh_check is not None:
             mesh_check()  # before anything is compiled or run
         return JitInfo(

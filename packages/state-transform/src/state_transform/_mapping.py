@@ -101,10 +101,9 @@ class MappingStrategy(Strategy[_MappingTrace]):
             (a tuple once built).
         max_axis_size: returns the largest mapped size allowed, asked at each trace
             (None: no limit).
-        transform: how messages name the transformation, and a call of ``f``
-            (``vmap2: ...``, ``vmap2(f): ...``); ``""`` names a call by the
-            function's name alone, for a caller whose names already say what runs
-            (``Map``).
+        transform: as ``Strategy``'s (``vmap2: ...``, ``vmap2(f): ...``),
+            ``"StatefulMapping"`` by default; ``""`` for a caller whose names
+            already say what runs (``Map``).
     """
 
     in_axes: Any = 0
@@ -152,19 +151,6 @@ class MappingStrategy(Strategy[_MappingTrace]):
             )
         object.__setattr__(self, "donate_argnums", numbers)
         object.__setattr__(self, "donate_positions", frozenset(numbers))
-
-    def call_name(self, name: str) -> str:
-        """How messages name a call of the function ``name``: ``vmap2(step)``.
-
-        Args:
-            name: the function's name.
-
-        Example:
-            >>> from state_transform.engine import MappingStrategy
-            >>> MappingStrategy(transform='vmap2').call_name('step'), MappingStrategy(transform='').call_name('step')
-            ('vmap2(step)', 'step')
-        """
-        return f"{self.transform}({name})" if self.transform else name
 
     def identity(self) -> Hashable | None:
         """Every compared option (see ``Strategy.identity``), and the device limit as it is now."""

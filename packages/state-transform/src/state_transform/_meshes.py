@@ -108,7 +108,7 @@ def annotation_mesh_guard(labelled: Sequence[tuple[str, Any, NamedSharding]], wh
         labelled: ``(label, annotation, sharding)`` per annotated state: how the
             state is named in messages, its ``sharding`` metadata and the
             ``NamedSharding`` the program lays it out with.
-        who: the function's name, named in the message.
+        who: how the message names the call (``jit(step)``), at its start.
 
     Returns:
         ``check()``, raising ``ValueError`` naming the first state that does not
@@ -143,16 +143,16 @@ def _annotation_message(label: str, annotation: Any, sharding: NamedSharding, co
         )
     else:
         where = (
-            f"{label} is annotated with {annotation}, which {who} laid out on the mesh in effect at its "
+            f"{label} is annotated with {annotation}, which it laid out on the mesh in effect at its "
             f"first call, {mesh_text(mesh)}"
         )
         fix = (
-            f"Call {who} under the mesh it was first called with, or make a new jit for the new mesh "
+            "Call it under the mesh it was first called with, or make a new jit for the new mesh "
             "(state_transform.clear_caches() forgets the compiled programs)."
         )
     hint = _TYPES_HINT if _differ_only_in_types(context, mesh) else ""
     return (
-        f"{where}, but {who} was called under jax.set_mesh(...) of another mesh, {mesh_text(context)}; "
+        f"{who}: {where}, but it was called under jax.set_mesh(...) of another mesh, {mesh_text(context)}; "
         "inside one program every sharded value must lie on the mesh in effect (unless both meshes have "
         f"only Auto axes). {fix}{hint} No state was changed."
     )
