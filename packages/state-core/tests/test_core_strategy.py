@@ -168,3 +168,12 @@ def test_a_slotted_strategy_keys_its_fields_too():
 
     assert Slotted(width=2).identity() == Slotted(width=2).identity()
     assert Slotted(width=2).identity() != Slotted(width=3).identity()
+
+
+def test_a_strategy_computes_its_identity_once(monkeypatch):
+    strategy = Strategy(static_argnums=1)
+    first = strategy.identity()
+    monkeypatch.setattr(Strategy, "_keyed_fields", (("static_argnums", lambda value: pytest.fail("keyed again")),))
+    assert strategy.identity() is first
+    with pytest.raises(pytest.fail.Exception, match="keyed again"):
+        dataclasses.replace(strategy).identity()  # a new value is keyed anew

@@ -15,7 +15,7 @@ import pytest
 from numpy.testing import assert_allclose
 
 import state_random
-from state_core import HiddenState, ParamState, State, clear_caches
+from state_core import HiddenState, ParamState, ShortTermState, State, clear_caches
 from state_nn import Module
 from state_transform import checkpoint, cond, for_loop, grad, jit, scan, vmap2
 
@@ -242,6 +242,36 @@ def test_a_lambda_written_inline_in_a_loop_is_found_again():
         out = vmap2(lambda row: traces.append(1) or row * w.value)(x)
     assert traces == [1]
     assert_allclose(out, np.arange(6.0).reshape(2, 3))
+
+
+def test_vmap2_built_inline_reuses_one_strategy_and_skips_the_slow_path(monkeypatch):
+    import state_core._stateful_function as stateful_function_module
+
+    w = ShortTermState(jnp.zeros(3), name="w")
+
+    def step(row):
+        w.value = w.value + 1.0  # the same on every lane: written back whole
+        return row * 2.0
+
+    x = jnp.ones((4, 3))
+    vmap2(step)(x)  # traced and compiled once
+    first = vmap2(step)
+    assert vmap2(step).strategy is first.strategy  # plain options: one strategy, keyed once
+    assert vmap2(step, in_axes=1).strategy is not first.strategy
+    # A state in the rules is never kept by the table.
+    assert vmap2(step, state_in_axes={0: w}).strategy is not vmap2(step, state_in_axes={0: w}).strategy
+    resolved = []
+    original = stateful_function_module.StatefulFunction._resolve
+    monkeypatch.setattr(
+        stateful_function_module.StatefulFunction,
+        "_resolve",
+        lambda self, *a, **k: resolved.append(1) or original(self, *a, **k),
+    )
+    for _ in range(3):
+        out = vmap2(step)(x)
+    assert resolved == []  # each new object finds the program on the cached path
+    assert_allclose(out, np.full((4, 3), 2.0))
+    assert_allclose(w.value, [4.0, 4.0, 4.0])  # written back by every call
 
 
 def test_grad_of_a_new_closure_runs_op_by_op_without_compiling():

@@ -448,8 +448,13 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
                         break
                 else:
                     key = positional_key(args)
+            entry = self._cache._entries.get(key)
+            if entry is None and not self._shared:
+                # A transformation built inline for this call: the programs of an equal
+                # one are found without the slow path (signature and states checked again).
+                self._adopt_shared_record()
+                entry = self._cache._entries.get(key)
             cache = self._cache
-            entry = cache._entries.get(key)
             if entry is not None:
                 if entry is not cache._hit:
                     cache.touch(entry)

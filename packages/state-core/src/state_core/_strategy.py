@@ -130,6 +130,8 @@ class Strategy(Generic[CtxT]):
     static_argnames: tuple[str, ...] = ()
     donate_states: bool = True
     transform: str = dataclasses.field(default="", compare=False)
+    # ``identity()``, once computed: the fields never change.
+    _identity: Hashable = dataclasses.field(default=None, init=False, repr=False, compare=False)
 
     #: Whether a new program may run op by op (no XLA compile) when it is the first
     #: call of its transformation object: a transformation built inline for one call
@@ -174,7 +176,7 @@ class Strategy(Generic[CtxT]):
         never keeps a user's objects alive. A field declared with
         ``dataclasses.field(metadata={"key": fn})`` is keyed by ``fn(value)``
         instead (``IdentityRef`` for an object compared by identity, which is also
-        the cheapest key). A subclass whose programs also depend
+        the cheapest key). It is computed once per strategy. A subclass whose programs also depend
         on a field kept out of comparison (a tree of States, a callable asked at
         each trace) extends ``super().identity()`` with a key for it.
 
@@ -187,6 +189,9 @@ class Strategy(Generic[CtxT]):
             >>> Strategy(static_argnums=1).identity() == Strategy(static_argnums=(1,)).identity()
             True
         """
+        found = self._identity
+        if found is not None:
+            return found
         cls = type(self)
         # The keyed fields are kept on each class itself (its own ``__dict__``, not a
         # parent's): looking fields up costs microseconds, which an inline-built
@@ -195,7 +200,9 @@ class Strategy(Generic[CtxT]):
         if keyed is None:
             keyed = tuple((f.name, f.metadata.get("key", _field_key)) for f in dataclasses.fields(cls) if f.compare)
             cls._keyed_fields = keyed
-        return tuple([key(getattr(self, name)) for name, key in keyed])
+        found = tuple([key(getattr(self, name)) for name, key in keyed])
+        object.__setattr__(self, "_identity", found)
+        return found
 
     # ------------------------------------------------------------------ tracing
     def new_trace_context(self, fun: Callable[..., Any], name: str, learned: Mapping[Any, Any]) -> CtxT:

@@ -8,11 +8,29 @@ from typing import Any, overload
 
 import jax
 
+from ._mapping import MappingStrategy
 from ._rules import parse_state_rules
 from ._stateful_mapping import StatefulMapping
 from ._typing import P, Q, R, S
 
 __all__ = ["vmap2"]
+
+# The strategies of vmap2 calls without state rules, by their options: a
+# `vmap2(f)(x)` written inside a step reuses one strategy (and its identity) at
+# every step instead of building and keying a new one. Only calls whose options
+# are plain values take part, so the table keeps no user object alive.
+_PLAIN_STRATEGIES: dict[tuple[Any, ...], MappingStrategy] = {}
+_MAX_PLAIN_STRATEGIES = 64
+_PLAIN_TYPES = (int, str, type(None))
+
+
+def _plain_key(*options: Any) -> tuple[Any, ...] | None:
+    """``options`` as a key if each is an int, str, None or a flat tuple of those (else None)."""
+    for value in options:
+        kind = type(value)
+        if kind not in _PLAIN_TYPES and not (kind is tuple and all(type(v) in _PLAIN_TYPES for v in value)):
+            return None
+    return options
 
 
 # `vmap2(f, ...)` is the mapped function; `vmap2(...)` without `f` is a decorator.
@@ -147,8 +165,16 @@ def vmap2(
             unexpected_out_state_mapping=unexpected_out_state_mapping,
             donate_states=donate_states,
         )
+    key = None
+    if state_in_axes is None and state_out_axes is None and type(donate_states) is bool:
+        key = _plain_key(in_axes, out_axes, axis_name, axis_size, spmd_axis_name, unexpected_out_state_mapping)
+        if key is not None:
+            key = (*key, donate_states)
+            strategy = _PLAIN_STRATEGIES.get(key)
+            if strategy is not None:
+                return StatefulMapping(fn, strategy=strategy)
     mapping_kwargs = {} if spmd_axis_name is None else {"spmd_axis_name": spmd_axis_name}
-    return StatefulMapping(
+    mapped = StatefulMapping(
         fn,
         in_axes=in_axes,
         out_axes=out_axes,
@@ -162,3 +188,8 @@ def vmap2(
         donate_states=donate_states,
         transform="vmap2",
     )
+    if key is not None:
+        if len(_PLAIN_STRATEGIES) >= _MAX_PLAIN_STRATEGIES:
+            _PLAIN_STRATEGIES.clear()
+        _PLAIN_STRATEGIES[key] = mapped.strategy
+    return mapped
