@@ -11,7 +11,7 @@ from state_core import ParamState, State
 
 
 def test_pmap2_with_no_mapped_argument_is_rejected_like_jax_pmap():
-    with pytest.raises(ValueError, match=r"pmap2 requires at least one argument with a mapped axis: in_axes=None"):
+    with pytest.raises(ValueError, match=r"pmap2: needs at least one argument with a mapped axis: in_axes=None"):
         st.pmap2(lambda x: x * 2, in_axes=None, axis_size=4)
     with pytest.raises(ValueError, match=r"in_axes=\(None, None\) maps no argument"):
         st.pmap2(lambda x, y: x * y, in_axes=(None, None), axis_size=4)

@@ -74,7 +74,7 @@ def test_pmap2_devices_subset_and_axis_size():
 
 def test_pmap2_axis_size_without_mapped_input():
     # Like jax.pmap, pmap2 needs a mapped input (issue 10); axis_size alone is not one.
-    with pytest.raises(ValueError, match="pmap2 requires at least one argument with a mapped axis"):
+    with pytest.raises(ValueError, match="pmap2: needs at least one argument with a mapped axis"):
         pmap2(lambda x: x + jnp.arange(3.0), axis_name="i", in_axes=None, axis_size=4)
 
 

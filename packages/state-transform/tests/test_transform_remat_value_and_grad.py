@@ -6,7 +6,7 @@ import pytest
 from numpy.testing import assert_allclose
 
 from state_core import ParamState, State
-from state_transform import checkpoint, for_loop, grad, jit, remat, value_and_grad
+from state_transform import JacobianFunction, checkpoint, for_loop, grad, jacrev, jit, remat, value_and_grad
 
 
 def test_checkpoint_values_state_writes_and_trace_once():
@@ -56,8 +56,21 @@ def test_checkpoint_static_argnums_and_bad_input():
 
     assert_allclose(power(2.0, 3), 8.0)
     assert_allclose(power(2.0, 2), 4.0)
-    with pytest.raises(TypeError, match="checkpoint expects a callable"):
+    with pytest.raises(TypeError, match="checkpoint: fun must be a callable"):
         checkpoint(3)
+
+
+def test_jacobian_messages_name_the_transformation():
+    w = ParamState(jnp.ones(2), name="w")
+    with pytest.raises(
+        ValueError, match=r"JacobianFunction: mode must be one of \['fwd', 'hessian', 'rev'\], got 'up'"
+    ):
+        JacobianFunction(lambda: w.value, grad_states=w, mode="up")
+    with pytest.raises(
+        TypeError, match="jacrev: grad_states must be a State or a list/tuple/dict of States, but it contains a float"
+    ):
+        jacrev(lambda: w.value, grad_states=[w, 1.0])
+    assert_allclose(jacrev(lambda: w.value**2, grad_states=w)(), [[2.0, 0.0], [0.0, 2.0]])
 
 
 def test_checkpoint_failure_keeps_states():

@@ -130,6 +130,14 @@ class StateTraceStack:
 
     Args:
         name: an optional label, shown in the repr.
+        first_read: for tracing engines: called on the first read of each state
+            in the block, it returns the value the code should see there (for
+            example a fresh trace input); the state keeps that value until the
+            block restores it. None: states are read as they are.
+        traces_jaxpr: for tracing engines: the block runs code under a JAX trace
+            whose values must not outlive it (a state left holding one is
+            reported when it is read, and a Python branch on a traced value is
+            explained in terms of States).
 
     Example:
         >>> import jax.numpy as jnp
@@ -144,7 +152,13 @@ class StateTraceStack:
         Array([1., 1.], dtype=float32)
     """
 
-    def __init__(self, name: str | None = None) -> None:
+    def __init__(
+        self,
+        name: str | None = None,
+        *,
+        first_read: Callable[[State[Any]], Any] | None = None,
+        traces_jaxpr: bool = False,
+    ) -> None:
         self.name = name
         self.states: list[State[Any]] = []
         self.original_values: list[Any] = []
@@ -153,10 +167,8 @@ class StateTraceStack:
         self._written: set[int] = set()
         self._created: list[State[Any]] = []
         self._active = False
-        # Set by tracing engines: called on the first read of a state, returns the
-        # value the traced code should see (typically a fresh trace input).
-        self._first_read_hook: Callable[[State[Any]], Any] | None = None
-        self._is_jaxpr_trace = False
+        self._first_read_hook = first_read
+        self._is_jaxpr_trace = traces_jaxpr
         self._jax_trace: Any = None  # the JAX trace that was current when the block began
 
     # -- context management -----------------------------------------------------------

@@ -127,9 +127,7 @@ def trace_function(
     def traced(*flat: Any) -> Any:
         jax_trace.append(current_trace())
         args, kwargs = rebuild(flat)
-        stack = StateTraceStack(name)
-        stack._first_read_hook = first_read
-        stack._is_jaxpr_trace = True
+        stack = StateTraceStack(name, first_read=first_read, traces_jaxpr=True)
         # The tracers swapped into states are visible to this thread only.
         with private_state_values():
             try:

@@ -319,7 +319,7 @@ class MappingStrategy(Strategy[_MappingTrace]):
             if not lane_written:  # a split state: written from the split
                 continue
             read = id(state) in read_ids
-            lane_written_axes.append(self._out_axis(ctx, state, state_varies, size, modes.get(id(state)), read))
+            lane_written_axes.append(self.out_axis(ctx, state, state_varies, size, modes.get(id(state)), read))
             in_mode, out_axis = modes.get(id(state)), lane_written_axes[-1]
             if n and isinstance(in_mode, int) and isinstance(out_axis, int):
                 ndim = max(1, jax.numpy.ndim(jax.tree.leaves(state._value)[0]))
@@ -329,7 +329,7 @@ class MappingStrategy(Strategy[_MappingTrace]):
         created_axes = []
         for state, treedef in zip(trace.created_states, trace.out_state_defs[len(trace.out_states) :], strict=True):
             n = treedef.num_leaves
-            created_axes.append(self._created_axis(ctx, state, any(state_varying[i : i + n])))
+            created_axes.append(self.created_axis(ctx, state, any(state_varying[i : i + n])))
             i += n
         check_out_axes(self.out_axes, trace.out_shapes, name)
         return MappingInfo(
@@ -439,8 +439,20 @@ class MappingStrategy(Strategy[_MappingTrace]):
             )
         return size
 
-    def _created_axis(self, ctx: _MappingTrace, state: State[Any], varies: bool) -> Any:
-        """The out axis of a state created during the trace: as declared, else stacked when it varies."""
+    def created_axis(self, ctx: _MappingTrace, state: State[Any], varies: bool) -> Any:
+        """The out axis of a state created during the trace: as declared, else stacked when it varies.
+
+        A hook: ``analyze`` asks it for each created state (a strategy that finds
+        the states' paths elsewhere, as the ``*_new_states`` do, overrides it).
+
+        Args:
+            ctx: the trace's context (its ``paths`` name the states).
+            state: the created state.
+            varies: whether its value differs across the mapped axis.
+
+        Raises:
+            BatchAxisError: ``state_out_axes`` declares it unmapped, but it varies.
+        """
         paths = ctx.paths
         axis = self.out_rules.value_for(paths.get(id(state), ()), state, _UNDECLARED)
         if axis is _UNDECLARED:
@@ -453,7 +465,7 @@ class MappingStrategy(Strategy[_MappingTrace]):
             )
         return axis
 
-    def _out_axis(
+    def out_axis(
         self,
         ctx: _MappingTrace,
         state: State[Any],
@@ -462,7 +474,21 @@ class MappingStrategy(Strategy[_MappingTrace]):
         in_mode: Any = None,
         read: bool = False,
     ) -> Any:
-        """The out axis of a written state; an undeclared one that varies follows ``unexpected_out_state_mapping``."""
+        """The out axis of a written state; an undeclared one that varies follows ``unexpected_out_state_mapping``.
+
+        Args:
+            ctx: the trace's context (its ``paths`` name the states; a stacking
+                decision is learned there for later traces).
+            state: the written state.
+            varies: whether its new value differs across the mapped axis.
+            size: the mapped size.
+            in_mode: how the state was fed to the lanes, if it was read (None: whole).
+            read: whether the function read it before writing it.
+
+        Raises:
+            BatchAxisError: it is declared unmapped but varies, or it is undeclared,
+                varies and the policy is ``'raise'``.
+        """
         paths, name = ctx.paths, ctx.name
         axis = self.out_rules.value_for(paths.get(id(state), ()), state, _UNDECLARED)
         if axis is not _UNDECLARED:
@@ -517,7 +543,7 @@ class MappingStrategy(Strategy[_MappingTrace]):
         return axis
 
     # ------------------------------------------------------------------ compiling
-    def _mapped_program(
+    def mapped_program(
         self, trace: Trace, info: MappingInfo, donate_states: bool = False
     ) -> tuple[Callable[..., Any], bool]:
         """``build_mapped_program`` with this strategy's options: ``(program, compiled)``.
@@ -540,7 +566,7 @@ class MappingStrategy(Strategy[_MappingTrace]):
 
     def compile(self, trace: Trace, info: MappingInfo, name: str) -> Program:
         """``mapping_fn`` over the traced program (in ``jax.jit`` unless it compiles itself)."""
-        program, compiled = self._mapped_program(trace, info)
+        program, compiled = self.mapped_program(trace, info)
         named(program, name)
         # jax.pmap compiles whatever runs it; a jax.vmap program can run op by op.
         eager = program if not compiled and (self.eager_first_call or eager_first_calls_enabled()) else None
@@ -548,7 +574,7 @@ class MappingStrategy(Strategy[_MappingTrace]):
         if compiled:  # jax.pmap donates by itself: a second pmap with the states donated
             who = self.call_name(name)
             if self.donate_states and trace.rw_index:
-                donated, _ = self._mapped_program(trace, info, donate_states=True)
+                donated, _ = self.mapped_program(trace, info, donate_states=True)
                 donating["donating"] = _refusing_context_mesh(donated, who)
             run = _refusing_context_mesh(program, who)
         else:

@@ -53,7 +53,7 @@ class _NewStateStrategy(MappingStrategy):
         """The mapping's identity, and (weakly) the object the new states are found in."""
         return (super().identity(), None if self.root is None else IdentityRef(self.root))
 
-    def _created_axis(self, ctx: _MappingTrace, state: State[Any], varies: bool) -> Any:
+    def created_axis(self, ctx: _MappingTrace, state: State[Any], varies: bool) -> Any:
         if self.root is None:
             path: tuple[Any, ...] = ()
         else:

@@ -163,9 +163,8 @@ class _Lane:
     def run(self, index: Any, stream_keys: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, list[Any]]:
         self.index, self.stream_keys = index, stream_keys
         mapping = self.mapping
-        stack = StateTraceStack(mapping.name)
-        stack._first_read_hook = self._first_read
-        stack._is_jaxpr_trace = True  # states left holding a lane's value are reported if read
+        # (states left holding a lane's value are reported if read)
+        stack = StateTraceStack(mapping.name, first_read=self._first_read, traces_jaxpr=True)
         # The lanes' values put into states are visible to this thread only.
         with private_state_values():
             try:
@@ -222,11 +221,11 @@ class _Lane:
         result = EagerRun(out=None, axis_size=size, created_axes={})
         for state, varies, traced, value in self.written:
             read = id(state) in self.read_first
-            axis = strategy._out_axis(ctx, state, varies, size, None, read)
+            axis = strategy.out_axis(ctx, state, varies, size, None, read)
             result.states.append(state)
             result.values.append(_placed(next(sent), axis) if traced else value)
         for state, varies in self.created:
-            axis = strategy._created_axis(ctx, state, varies)  # (their paths are found once, for all)
+            axis = strategy.created_axis(ctx, state, varies)  # (their paths are found once, for all)
             result.created_axes[state] = axis
             result.states.append(state)
             result.values.append(_placed(next(sent), axis))

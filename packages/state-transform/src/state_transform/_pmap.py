@@ -167,7 +167,7 @@ def pmap2(
     if no_mapped_args and state_in_axes is None:
         # jax.pmap raises "pmap requires at least one argument with a mapped axis".
         raise ValueError(
-            f"pmap2 requires at least one argument with a mapped axis: in_axes={in_axes!r} maps "
+            f"pmap2: needs at least one argument with a mapped axis: in_axes={in_axes!r} maps "
             "no argument and state_in_axes maps no state (axis_size alone does not give the "
             "devices any input). Map an argument with in_axes or a state with state_in_axes."
         )

@@ -69,7 +69,7 @@ class RematFunction(ControlFlow, Generic[P, R]):
         static_argnums: int | Iterable[int] = (),
     ) -> None:
         if not callable(fun):
-            raise TypeError(f"checkpoint expects a callable, got {type(fun).__name__}.")
+            raise TypeError(f"checkpoint: fun must be a callable, got {type(fun).__name__}.")
         statics = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
         super().__init__([fun], ["fun"], "checkpoint", (prevent_cse, policy, statics), static_argnums=statics)
         self.prevent_cse = prevent_cse

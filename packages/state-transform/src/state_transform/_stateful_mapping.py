@@ -268,7 +268,7 @@ class StatefulMapping(StatefulFunction, Generic[P, R]):
         """
         entry = self._entry(key)
         trace, info = entry.trace, entry.info
-        program, _ = self.strategy._mapped_program(trace, info)
+        program, _ = self.strategy.mapped_program(trace, info)
         n_dyn = len(info.arg_avals)
         state_defs = [jax.tree.structure(s._value) for s in trace.in_states]
         state_avals = [

@@ -181,12 +181,14 @@ class JacobianFunction(ControlFlow):
         mode: str = "rev",
     ) -> None:
         if mode not in self._TRANSFORMS:
-            raise ValueError(f"mode must be one of {sorted(self._TRANSFORMS)}, got {mode!r}.")
+            raise ValueError(f"JacobianFunction: mode must be one of {sorted(self._TRANSFORMS)}, got {mode!r}.")
+        who = {"rev": "jacrev", "fwd": "jacfwd", "hessian": "hessian"}[mode]
         states, self._state_treedef = jax.tree.flatten(grad_states, is_leaf=lambda x: isinstance(x, State))
         for s in states:
             if not isinstance(s, State):
                 raise TypeError(
-                    f"grad_states must be a State or a list/tuple/dict of States, but it contains a {type(s).__name__}."
+                    f"{who}: grad_states must be a State or a list/tuple/dict of States, but it contains a "
+                    f"{type(s).__name__}."
                 )
         if argnums is None and grad_states is None:
             argnums = 0

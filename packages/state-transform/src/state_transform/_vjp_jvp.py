@@ -89,7 +89,7 @@ def vjp(
         argnums = None
     if argnums is None and grad_states is None:
         raise ValueError(
-            "vjp has nothing to differentiate: pass positional primals (selected by argnums) and/or grad_states."
+            "vjp: nothing to differentiate: pass positional primals (selected by argnums) and/or grad_states."
         )
     transform = _VJP(fun, grad_states, argnums, has_aux)
     value, pull, aux = transform(*primals)
