@@ -159,9 +159,16 @@ def _public_names() -> Iterator[tuple[str, Any]]:
 
 
 def _private_bases(cls: type, public: set[int]) -> list[type]:
-    """The bases whose members ``cls`` shows as its own: ours, not public themselves (mixins)."""
+    """The bases whose members ``cls`` shows as its own: ours, not public themselves (mixins),
+    and not already shown by a public base (``Module``'s mixins are on ``Module``'s page)."""
     ours = cls.__module__.split(".")[0]
-    return [base for base in cls.__mro__[1:] if base.__module__.split(".")[0] == ours and id(base) not in public]
+    bases = cls.__mro__[1:]
+    shown = {id(b) for public_base in bases if id(public_base) in public for b in public_base.__mro__}
+    return [
+        base
+        for base in bases
+        if base.__module__.split(".")[0] == ours and id(base) not in public and id(base) not in shown
+    ]
 
 
 def expected_reference_names() -> set[str]:

@@ -32,6 +32,7 @@ from ._errors import BatchAxisError, StateError, StateLeakError
 from ._first_calls import eager_first_calls, eager_first_calls_enabled, set_eager_first_calls
 from ._introspection import make_jaxpr
 from ._jax_internals import hide_library_frames
+from ._new_state_catcher import NewStateCatcher, catch_new_states
 from ._plain_trace_reads import (
     PlainTraceStateAccessWarning,
     plain_trace_policy,
@@ -54,7 +55,7 @@ from ._state import (
     strict_state_checks,
 )
 from ._stateful_function import StatefulFunction
-from ._trace import NewStateCatcher, StateTraceStack, active_trace_stacks, catch_new_states
+from ._trace import StateTraceStack, active_trace_stacks
 
 __all__ = [
     "__version__",

@@ -78,6 +78,91 @@ class StatefulFunctionIntrospection:
         return list(cache.items())
 
     # ------------------------------------------------------------------ by arguments
+    def get_states(self, *args: Any, **kwargs: Any) -> list[State[Any]]:
+        """Every state the function accessed for a call with these arguments, in first-access order.
+
+        ``get_states_by_cache(key)`` takes a key from ``get_arg_cache_key`` instead.
+
+        Args:
+            *args: the positional arguments of a call (static ones included).
+            **kwargs: the keyword arguments of a call; ``compile_if_miss=False``
+                among them raises ``ValueError`` for a signature not traced yet
+                instead of tracing it. Without any argument the latest trace is
+                described.
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> from state_core import State, StatefulFunction
+            >>> a, b = State(jnp.zeros(2), name='a'), State(jnp.ones(2), name='b')
+            >>> def step(x):
+            ...     b.value = a.value + x
+            >>> f = StatefulFunction(step)
+            >>> [s.name for s in f.get_states(jnp.ones(2))]
+            ['a', 'b']
+            >>> [s.name for s in f.get_read_states(jnp.ones(2))], [s.name for s in f.get_write_states()]
+            (['a'], ['b'])
+        """
+        return list(self._traced_for(args, kwargs).states)
+
+    def get_read_states(self, *args: Any, **kwargs: Any) -> list[State[Any]]:
+        """States the function read but never wrote, in first-access order.
+
+        Args:
+            *args: the positional arguments of a call (static ones included).
+            **kwargs: the keyword arguments of a call; ``compile_if_miss=False``
+                among them raises ``ValueError`` for a signature not traced yet
+                instead of tracing it. Without any argument the latest trace is
+                described.
+
+        Example:
+            >>> from state_core import State, StatefulFunction
+            >>> rate, total = State(0.5, name='rate'), State(0.0, name='total')
+            >>> def add(x):
+            ...     total.value = total.value + rate.value * x
+            >>> [s.name for s in StatefulFunction(add).get_read_states(2.0)]
+            ['rate']
+        """
+        return list(self._traced_for(args, kwargs).read_only_states)
+
+    def get_write_states(self, *args: Any, **kwargs: Any) -> list[State[Any]]:
+        """States the function wrote, in first-access order.
+
+        Args:
+            *args: the positional arguments of a call (static ones included).
+            **kwargs: the keyword arguments of a call; ``compile_if_miss=False``
+                among them raises ``ValueError`` for a signature not traced yet
+                instead of tracing it. Without any argument the latest trace is
+                described.
+
+        Example:
+            >>> from state_core import State, StatefulFunction
+            >>> rate, total = State(0.5, name='rate'), State(0.0, name='total')
+            >>> def add(x):
+            ...     total.value = total.value + rate.value * x
+            >>> [s.name for s in StatefulFunction(add).get_write_states(2.0)]
+            ['total']
+        """
+        return list(self._traced_for(args, kwargs).out_states)
+
+    def get_out_shapes(self, *args: Any, **kwargs: Any) -> Any:
+        """``jax.ShapeDtypeStruct`` tree of the function's output; runs nothing.
+
+        Args:
+            *args: the positional arguments of a call (static ones included).
+            **kwargs: the keyword arguments of a call; ``compile_if_miss=False``
+                among them raises ``ValueError`` for a signature not traced yet
+                instead of tracing it. Without any argument the latest trace is
+                described.
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> from state_core import StatefulFunction
+            >>> f = StatefulFunction(lambda x: (x.sum(), x * 2))
+            >>> f.get_out_shapes(jnp.ones((3, 2)))
+            (ShapeDtypeStruct(shape=(), dtype=float32), ShapeDtypeStruct(shape=(3, 2), dtype=float32))
+        """
+        return self._traced_for(args, kwargs).out_shapes
+
     def get_jaxpr(self, *args: Any, **kwargs: Any) -> Any:
         """The closed jaxpr ``(input state leaves..., arg leaves...) -> (outputs..., written state leaves...)``.
 
