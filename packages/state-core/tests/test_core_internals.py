@@ -16,7 +16,7 @@ from numpy.testing import assert_allclose
 from state_core import State, StatefulFunction, clear_caches, donation
 from state_core._cache import FunctionRecord, register_cache_owner
 from state_core._call_signature import normalize_argnames, normalize_argnums
-from state_core._device_mismatch import device_mismatch_message, placements_in
+from state_core._device_mismatch import device_mismatch_message, labelled_inputs, placements_in
 from state_core._donation import donation_allowed, donation_switched_on, exclusive_array_counts
 from state_core._graph import snapshot_graph, walk_graph
 from state_core._invalid_values import refuse_invalid_values
@@ -99,8 +99,9 @@ def test_placements_in_finds_a_device_put_of_the_program():
 
 def test_device_mismatch_message_is_none_when_the_inputs_agree():
     s = State(jnp.zeros(2), name="v")
-    treedef = jax.tree.structure(((jnp.zeros(2),), {}))
-    assert device_mismatch_message("jit(f)", [s], [s.value], [jnp.ones(2)], treedef) is None
+    inputs = labelled_inputs([s], [s.value], [jnp.ones(2)], ["args[0]"])
+    assert inputs == [("State 'v'", s.value), ("argument args[0]", inputs[1][1])]
+    assert device_mismatch_message("jit(f)", inputs) is None
 
 
 # ---- _donation ----

@@ -163,6 +163,53 @@ def test_pmap2_under_set_mesh_is_refused_with_the_fix_and_changes_nothing():
     assert_allclose(s.value, np.ones((8, 2)))  # only the call outside the mesh wrote
 
 
+def _placed(where):
+    mesh = jax.make_mesh((8,), ("d",))
+    value = jnp.ones(8)
+    if where == "device 3":
+        return jax.device_put(value, jax.devices()[3])
+    if where == "sharded":
+        return jax.device_put(value, jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("d")))
+    return jax.device_put(value, jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec()))
+
+
+@pytest.mark.parametrize(
+    ("where", "shown"),
+    [
+        ("device 3", r"device 3"),
+        ("sharded", r"sharding P\('d',?\) on a mesh \{'d': 8\}"),
+        ("replicated", r"sharding P\(\) on a mesh \{'d': 8\}"),
+    ],
+)
+def test_pmap2_names_an_input_committed_elsewhere_and_the_fix(where, shown):
+    s = state_core.ShortTermState(jnp.zeros(8), name="lanes")
+
+    def step(x):
+        s.value = s.value + x
+        return x * 2
+
+    f = pmap2(step, state_in_axes={0: SHORT}, state_out_axes={0: SHORT})
+    assert_allclose(f(jnp.ones(8)), np.full(8, 2.0))  # compiled with uncommitted inputs
+    x = _placed(where)
+    message = rf"pmap2\(step\): argument args\[0\] \({shown}\) is committed .*like jax\.pmap.*jax\.device_get"
+    with pytest.raises(ValueError, match=message) as info:
+        f(x)
+    assert "_state_lane" not in str(info.value)
+    assert_allclose(s.value, np.ones(8))  # nothing written
+    assert_allclose(f(jax.device_get(x)), np.full(8, 2.0))  # the fix the message names
+    assert_allclose(s.value, np.full(8, 2.0))
+
+
+def test_pmap2_names_a_state_committed_to_one_device():
+    s = state_core.ShortTermState(jax.device_put(jnp.zeros(8), jax.devices()[2]), name="lanes")
+    f = pmap2(lambda x: s.value + x, state_in_axes={0: SHORT})
+    with pytest.raises(ValueError, match=r"pmap2\(<lambda>\): ShortTermState 'lanes' \(device 2\) is committed"):
+        f(jnp.ones(8))
+    assert s.value.devices() == {jax.devices()[2]}
+    s.value = jax.device_get(s.value)
+    assert_allclose(f(jnp.ones(8)), np.ones(8))
+
+
 def test_pmap2_more_lanes_than_devices_via_mapped_state():
     s = state_core.ShortTermState(jnp.zeros(10), name="too_many")
     f = pmap2(lambda: s.value * 2, axis_name="i", in_axes=(), state_in_axes={0: SHORT})

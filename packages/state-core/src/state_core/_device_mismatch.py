@@ -22,7 +22,7 @@ from ._graph import state_label
 from ._jax_internals import context_mesh, open_jaxpr
 from ._state import State
 
-__all__ = ["device_mismatch_message", "placements_in"]
+__all__ = ["device_mismatch_message", "labelled_inputs", "placements_in"]
 
 
 def _devices(leaf: Any) -> frozenset[int] | None:
@@ -38,16 +38,6 @@ def _show(ids: frozenset[int]) -> str:
     if len(ordered) > 4 and ordered == list(range(ordered[0], ordered[-1] + 1)):
         return f"devices {ordered[0]}..{ordered[-1]}"
     return f"device{'s' if len(ordered) > 1 else ''} {', '.join(map(str, ordered))}"
-
-
-def _argument_paths(dyn_treedef: Any) -> list[str]:
-    """``args[0]``, ``kwargs['x']`` ... for each dynamic argument leaf, in leaf order."""
-    numbered = jax.tree.unflatten(dyn_treedef, list(range(dyn_treedef.num_leaves)))
-    paths = []
-    for path, _ in jax.tree_util.tree_flatten_with_path(numbered)[0]:
-        head = "args" if getattr(path[0], "idx", 0) == 0 else "kwargs"
-        paths.append(head + jax.tree_util.keystr(path[1:]))
-    return paths
 
 
 def _ids(devices: Any) -> frozenset[int]:
@@ -104,22 +94,30 @@ def placements_in(jaxpr: Any, who: str) -> list[tuple[str, Any]]:
     return found
 
 
+def labelled_inputs(
+    states: Sequence[State[Any]], values: Sequence[Any], leaves: Sequence[Any], argument_labels: Sequence[str]
+) -> list[tuple[str, Any]]:
+    """``(label, value)`` for each input of a call: ``"State 'w'"`` per state, ``"argument args[0]"`` per leaf.
+
+    Args:
+        states: the input states, one per entry of ``values``.
+        values: the values handed to the program, one pytree per state.
+        leaves: the dynamic argument leaves handed to the program.
+        argument_labels: how to name each leaf (``Trace.argument_labels()``).
+    """
+    inputs: list[tuple[str, Any]] = [(state_label(s), v) for s, v in zip(states, values, strict=True)]
+    inputs += [(f"argument {label}", leaf) for label, leaf in zip(argument_labels, leaves, strict=True)]
+    return inputs
+
+
 def device_mismatch_message(
-    who: str,
-    states: Sequence[State[Any]],
-    values: Sequence[Any],
-    leaves: Sequence[Any],
-    dyn_treedef: Any,
-    placements: Sequence[tuple[str, Any]] = (),
+    who: str, inputs: Sequence[tuple[str, Any]], placements: Sequence[tuple[str, Any]] = ()
 ) -> str | None:
     """The message for a call whose committed inputs lie on different devices; None if they do not.
 
     Args:
         who: the transformation's name for the message (``"jit(step)"``).
-        states: the input states, one per entry of ``values``.
-        values: the values handed to the program, one pytree per state.
-        leaves: the dynamic argument leaves handed to the program.
-        dyn_treedef: the structure of the call's dynamic ``(args, kwargs)``.
+        inputs: ``(label, value)`` for each input of the call (``labelled_inputs``).
         placements: ``(what, sharding or device or mesh)`` pairs naming where the
             program itself places values (``Program.placed_by``, ``placements_in``
             its jaxpr); looked at when the inputs agree with each other.
@@ -131,8 +129,6 @@ def device_mismatch_message(
         failure has another cause).
     """
     seen: dict[frozenset[int], str] = {}
-    inputs: list[tuple[str, Any]] = [(state_label(s), v) for s, v in zip(states, values, strict=True)]
-    inputs += list(zip((f"argument {p}" for p in _argument_paths(dyn_treedef)), leaves, strict=True))
     for label, value in inputs:
         for leaf in jax.tree.leaves(value):
             ids = _devices(leaf)

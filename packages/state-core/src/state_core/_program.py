@@ -130,6 +130,26 @@ class Trace:
             i += n
         return result
 
+    def argument_labels(self) -> list[str]:
+        """How messages name each dynamic argument leaf, in leaf order: ``args[0]``, ``kwargs['x']`` ...
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> from state_core import StatefulFunction
+            >>> f = StatefulFunction(lambda x, pair, *, scale: x + pair[1] * scale)
+            >>> f.trace(1.0, (2.0, 3.0), scale=4.0).argument_labels()
+            ['args[0]', 'args[1][0]', 'args[1][1]', "kwargs['scale']"]
+        """
+        import jax
+
+        treedef = self.dyn_treedef
+        numbered = jax.tree.unflatten(treedef, list(range(treedef.num_leaves)))
+        labels = []
+        for path, _ in jax.tree_util.tree_flatten_with_path(numbered)[0]:
+            head = "args" if getattr(path[0], "idx", 0) == 0 else "kwargs"
+            labels.append(head + jax.tree_util.keystr(path[1:]))
+        return labels
+
     def split_values(self, values: Sequence[Any]) -> tuple[list[Any], list[Any]]:
         """``values`` (one per input state) as ``(written-state values, read-only values)``.
 
@@ -346,6 +366,12 @@ class Program:
             ``"its out_shardings"``): when a call fails because an input lies on other
             devices, the message names the input, the placement and both device sets.
             Default: none.
+        explain_failure: ``(who, inputs, error) -> message or None`` for a call whose
+            dispatch failed with a ``ValueError`` or ``KeyError`` (``error``; JAX
+            refusing an input's layout): ``inputs`` are ``(label, value)`` pairs, one
+            per input state (``"State 'w'"``) and per argument leaf (``"argument args[0]"``).
+            A message replaces JAX's (which may name the program's internals); None
+            leaves the error to the device check, then as it is. Default: None.
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -373,6 +399,7 @@ class Program:
     prepare: Callable[[list[Any], list[Any]], tuple[list[Any], list[Any]]] | None = None
     check: Callable[[Any], Any] | None = None
     placed_by: tuple[tuple[str, Any], ...] = ()
+    explain_failure: Callable[[str, list[tuple[str, Any]], Exception], str | None] | None = None
 
 
 class CacheEntry(Generic[InfoT]):

@@ -21,7 +21,7 @@ from typing import Any
 import jax
 
 from ._context import CTX
-from ._device_mismatch import device_mismatch_message, placements_in
+from ._device_mismatch import device_mismatch_message, labelled_inputs, placements_in
 from ._donation import donation_switched_on, exclusive_array_counts, exclusively_held
 from ._invalid_values import refuse_invalid_values
 from ._jax_internals import (
@@ -224,6 +224,7 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
     prepare = program.prepare
     check = program.check
     placed_by = program.placed_by
+    explain_failure = program.explain_failure
     closed_jaxpr = trace.closed_jaxpr  # searched for placements on the failure path only
     merge = merger(trace)
     rw_index, ro_index = trace.rw_index, trace.ro_index
@@ -234,7 +235,7 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
     sigs = [trace.state_sigs[i] for i in order]
     ref_avals = reference_avals([s._value for s in states])
     n_rw = len(rw_index)
-    dyn_treedef = trace.dyn_treedef
+    argument_labels = trace.argument_labels  # (asked on the failure path only)
     locks = handout_locks([*states, *write_back])
     # States the trace created: once written with concrete values they are usable again.
     created = list(trace.created_states)
@@ -323,10 +324,14 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
                         new_values, out = fn(rw, ro, *leaves)
                     else:
                         out, new_values = fn(rw, ro, *leaves)
-                except ValueError as err:
-                    # JAX's message would name the program's internal arguments.
-                    placements = [*placed_by, *placements_in(closed_jaxpr, who)]
-                    message = device_mismatch_message(who, states, [*rw, *ro], leaves, dyn_treedef, placements)
+                except (ValueError, KeyError) as err:
+                    # JAX refused an input's layout; its message would name the program's
+                    # internal arguments (or, for a KeyError, a bare mesh axis name).
+                    inputs = labelled_inputs(states, [*rw, *ro], leaves, argument_labels())
+                    message = None if explain_failure is None else explain_failure(who, inputs, err)
+                    if message is None and isinstance(err, ValueError):
+                        placements = [*placed_by, *placements_in(closed_jaxpr, who)]
+                        message = device_mismatch_message(who, inputs, placements)
                     if message is None:
                         raise
                     raise ValueError(message) from err

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import warnings
 import weakref
 from collections.abc import Callable, Hashable, Iterable, Mapping
@@ -38,6 +37,7 @@ from ._axes import (
 from ._dependence import varying_outputs
 from ._lanes import SPLIT, lane_write_back, split_layout, splits_per_lane
 from ._mapping_program import MappingInfo, build_mapped_program
+from ._pmap_run import committed_inputs_message, private_axis_name, refuse_context_mesh, refusing_context_mesh
 from ._rules import parse_state_rules
 
 __all__ = ["MappingStrategy", "MappingInfo"]
@@ -45,14 +45,6 @@ __all__ = ["MappingStrategy", "MappingInfo"]
 _POLICIES = ("raise", "warn", "ignore", "auto")
 _PMAP_MARKER = "pmap2"  # in the trace context while a pmap2 traces: a nested pmap2 is vectorised
 _NO_RULES: StateRules[Any] = StateRules()
-
-
-def _private_axis_name() -> str:
-    """A fresh axis name, used to find the lane index when the user gave none."""
-    return f"_state_lane_{next(_AXIS_COUNTER)}"
-
-
-_AXIS_COUNTER = itertools.count()
 
 
 def _inside_pmap2() -> int:
@@ -178,7 +170,7 @@ class MappingStrategy(Strategy[_MappingTrace]):
     def trace(self, ctx: _MappingTrace, trace_once: Callable[[], Trace]) -> Trace:
         """Trace at per-lane shapes; again when the axis size or a per-lane buffer is learned mid-trace."""
         if self.mapping_fn is jax.pmap:
-            _refuse_context_mesh(ctx.name)
+            refuse_context_mesh(ctx.name)
         trace: Trace | None = None
         buffers_learned = False
         for _ in range(3):
@@ -303,7 +295,7 @@ class MappingStrategy(Strategy[_MappingTrace]):
             # Lanes find their part of a split state by axis_index, which needs a name.
             # (Under vmap the split happens before mapping: no name, so op-by-op runs
             # reuse JAX's compiled primitives, which are keyed by the axis names.)
-            axis_name = _private_axis_name()
+            axis_name = private_axis_name()
         varying = self._varying(ctx, trace)
         state_varying = varying[trace.n_out_leaves :]
 
@@ -570,51 +562,23 @@ class MappingStrategy(Strategy[_MappingTrace]):
         named(program, name)
         # jax.pmap compiles whatever runs it; a jax.vmap program can run op by op.
         eager = program if not compiled and (self.eager_first_call or eager_first_calls_enabled()) else None
-        donating: dict[str, Any] = {}
+        options: dict[str, Any] = {}
         if compiled:  # jax.pmap donates by itself: a second pmap with the states donated
             who = self.call_name(name)
             if self.donate_states and trace.rw_index:
                 donated, _ = self.mapped_program(trace, info, donate_states=True)
-                donating["donating"] = _refusing_context_mesh(donated, who)
-            run = _refusing_context_mesh(program, who)
+                options["donating"] = refusing_context_mesh(donated, who)
+            run = refusing_context_mesh(program, who)
+            options["explain_failure"] = committed_inputs_message  # JAX would name the lane axis
         else:
-            donating = self.donating(jax.jit, program, trace)
+            options = self.donating(jax.jit, program, trace)
             run = jax.jit(program)
         return Program(
             run=run,
             write_back=lane_write_back(trace, info.split_positions, info.lane_written_mask),
             eager=eager,
-            **donating,
+            **options,
         )
-
-
-def _refuse_context_mesh(name: str) -> None:
-    """Refuse a ``jax.pmap`` program under ``jax.set_mesh``, with what to do instead.
-
-    ``jax.pmap`` maps over devices it picks itself, and JAX lets neither the
-    program nor its results run under a context mesh of other devices: the call, or
-    the first operation on its results, fails with a mesh mismatch that names
-    neither the mesh nor a fix. A mesh of manual axes (inside ``shard_map``) is left
-    to JAX.
-    """
-    mesh = jax.sharding.get_abstract_mesh()
-    if mesh.empty or jax.sharding.AxisType.Manual in mesh.axis_types:
-        return
-    raise ValueError(
-        f"{name}: cannot run under jax.set_mesh (the mesh {dict(mesh.shape)} is in effect): pmap2 "
-        "maps over devices of its own, and JAX does not mix them with a context mesh. Call it "
-        "outside the `with jax.set_mesh(...)` block, or map over that mesh with shard_map."
-    )
-
-
-def _refusing_context_mesh(run: Callable[..., Any], name: str) -> Callable[..., Any]:
-    """``run`` (a ``jax.pmap`` program), refused under a context mesh (``_refuse_context_mesh``)."""
-
-    def run_outside_context_mesh(*args: Any) -> Any:
-        _refuse_context_mesh(name)
-        return run(*args)
-
-    return run_outside_context_mesh
 
 
 class _StateLabel:
