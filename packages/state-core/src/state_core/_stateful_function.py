@@ -27,7 +27,7 @@ from ._call_signature import CallSignature, positions_of_names
 from ._context import CTX, GENERATION
 from ._donation import donation_min_bytes
 from ._graph import graph_roots, graph_states, snapshot_graph
-from ._identity import Unshareable, callable_identity
+from ._identity import Unshareable
 from ._introspection import StatefulFunctionIntrospection
 from ._jax_internals import ArrayImpl, api_boundary, open_jaxpr
 from ._program import CacheEntry, Trace, jaxpr_evaluator
@@ -217,7 +217,7 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
     # ------------------------------------------------------------------ identity
     def __engine_identity__(self) -> Hashable | None:
         """What this object computes: its strategy and its function (None: unshareable)."""
-        fun_identity = callable_identity(self.fun)
+        fun_identity = self.strategy.function_identity(self.fun)
         if fun_identity is None:
             return None
         try:

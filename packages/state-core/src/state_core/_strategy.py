@@ -21,7 +21,7 @@ from ._call_signature import normalize_argnames, normalize_argnums
 from ._context import CTX
 from ._donation import donation_min_bytes
 from ._first_calls import eager_first_calls_enabled
-from ._identity import _VALUE_TYPES, frozen
+from ._identity import _VALUE_TYPES, callable_identity, frozen
 from ._program import Program, Trace
 from ._pure_program import _new_values_first, _written_nbytes, named, pure_program
 from ._rules import StateRules
@@ -203,6 +203,26 @@ class Strategy(Generic[CtxT]):
         found = tuple([key(getattr(self, name)) for name, key in keyed])
         object.__setattr__(self, "_identity", found)
         return found
+
+    def function_identity(self, fun: Callable[..., Any]) -> Hashable | None:
+        """The function's part of what a program computes (None: never share).
+
+        Programs are shared by equal ``(strategy, function)`` pairs. By default the
+        function is named by ``callable_identity``: its code and what it captured.
+        A strategy whose fields already say everything the traced function computes
+        (a loop's strategy holds the loop's bodies and parameters; the function is
+        the loop's generic runner) returns a constant.
+
+        Args:
+            fun: the function the pipeline traces.
+
+        Example:
+            >>> from state_core.engine import Strategy
+            >>> make = lambda k: (lambda x: x * k)
+            >>> Strategy().function_identity(make(2)) == Strategy().function_identity(make(2))
+            True
+        """
+        return callable_identity(fun)
 
     # ------------------------------------------------------------------ tracing
     def new_trace_context(self, fun: Callable[..., Any], name: str, learned: Mapping[Any, Any]) -> CtxT:

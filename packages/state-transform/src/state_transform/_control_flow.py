@@ -11,6 +11,7 @@ checks, runs and writes back a loop exactly as it does any other program.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
@@ -19,11 +20,14 @@ import jax.numpy as jnp
 
 from state_core import State, StatefulFunction, catch_new_states
 from state_core.engine import (
+    IdentityRef,
+    Strategy,
     Trace,
+    TraceContext,
+    Unshareable,
     callable_identity,
     canonical_signature,
     forget_created_states,
-    frozen,
     graph_roots,
     graph_states,
     mesh_type,
@@ -58,6 +62,31 @@ def check_body(fun: Any, what: str) -> None:
         raise TypeError(f"{what} must be a function, got the State {fun.describe()}.")
     if not callable(fun):
         raise TypeError(f"{what} must be a callable, got {type(fun).__name__}.")
+
+
+def _bodies_key(bodies: tuple[Callable[..., Any], ...]) -> Hashable:
+    """What the bodies compute (``callable_identity`` each); a body no key can name is never shared."""
+    keys = tuple(callable_identity(body) for body in bodies)
+    if any(key is None for key in keys):
+        raise Unshareable("a loop or branch body wraps a transformation whose options cannot be keyed")
+    return keys
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _ControlFlowStrategy(Strategy[TraceContext]):
+    """How a loop or branch is compiled: the default ``jax.jit``, keyed by its kind, bodies and parameters.
+
+    The traced function is the loop's own ``_run``, which these fields determine,
+    so it adds nothing to the key: equal loops built at every step share programs.
+    """
+
+    kind: type = dataclasses.field(default=object, metadata={"key": IdentityRef})
+    bodies: tuple[Callable[..., Any], ...] = dataclasses.field(default=(), metadata={"key": _bodies_key})
+    params: Hashable = None
+
+    def function_identity(self, fun: Callable[..., Any]) -> Hashable | None:
+        """A constant: the kind, bodies and parameters name what the traced ``_run`` computes."""
+        return "control flow"
 
 
 class ControlFlow(StatefulFunction):
@@ -101,13 +130,10 @@ class ControlFlow(StatefulFunction):
         self.body_names = tuple(names)
         self.who = who
         self.params = params
-        super().__init__(self._run, static_argnums, name=who)
-
-    def __engine_identity__(self) -> Hashable | None:
-        identities = tuple(callable_identity(b) for b in self.bodies)
-        if any(i is None for i in identities):
-            return None
-        return (type(self), identities, frozen(self.params))
+        strategy = _ControlFlowStrategy(
+            static_argnums=static_argnums, kind=type(self), bodies=self.bodies, params=params
+        )
+        super().__init__(self._run, name=who, strategy=strategy)
 
     def __graph_roots__(self) -> list[Any]:
         return [root for body in self.bodies for root in graph_roots(body)]
