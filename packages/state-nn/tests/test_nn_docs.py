@@ -15,6 +15,15 @@ pytestmark = pytest.mark.docs
 _PUBLIC = [state_nn] + [getattr(state_nn, name) for name in state_nn.__all__ if name != "__version__"]
 
 
+def _private_bases(obj):
+    if not inspect.isclass(obj):
+        return []
+    public = {id(o) for o in _PUBLIC}
+    bases = obj.__mro__[1:]
+    shown = {id(b) for pb in bases if id(pb) in public for b in pb.__mro__}
+    return [b for b in bases if b.__module__.startswith("state_nn") and id(b) not in public and id(b) not in shown]
+
+
 def _doctests():
     finder = doctest.DocTestFinder(exclude_empty=True)
     tests = []
@@ -24,6 +33,10 @@ def _doctests():
         tests.extend(
             t for t in finder.find(obj, f"state_nn.{name}" if obj is not state_nn else "state_nn", module=False)
         )
+        # Methods a public class gets from a private base (Module's tree queries), unless
+        # a public base already shows them.
+        for base in _private_bases(obj):
+            tests.extend(finder.find(base, f"state_nn.{name}", module=False))
     return sorted({t.name: t for t in tests if t.examples}.values(), key=lambda t: t.name)
 
 
