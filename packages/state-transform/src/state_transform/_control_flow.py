@@ -114,6 +114,7 @@ class ControlFlow(StatefulFunction):
     """
 
     __module__ = "state_transform"
+    strategy: _ControlFlowStrategy
 
     def __init__(
         self,
@@ -126,14 +127,22 @@ class ControlFlow(StatefulFunction):
     ) -> None:
         for body, name in zip(bodies, names, strict=True):
             check_body(body, f"{who}: {name}")
-        self.bodies = tuple(bodies)
         self.body_names = tuple(names)
         self.who = who
-        self.params = params
         strategy = _ControlFlowStrategy(
-            static_argnums=static_argnums, kind=type(self), bodies=self.bodies, params=params
+            static_argnums=static_argnums, kind=type(self), bodies=tuple(bodies), params=params
         )
         super().__init__(self._run, name=who, strategy=strategy)
+
+    @property
+    def bodies(self) -> tuple[Callable[..., Any], ...]:
+        """The body functions, as given (the strategy's)."""
+        return self.strategy.bodies
+
+    @property
+    def params(self) -> Hashable:
+        """The options that change the program (the strategy's)."""
+        return self.strategy.params
 
     def __graph_roots__(self) -> list[Any]:
         return [root for body in self.bodies for root in graph_roots(body)]

@@ -83,7 +83,7 @@ def committed_inputs_message(name: str, inputs: list[tuple[str, Any]], error: Ex
                 continue
             foreign_axis = isinstance(error, KeyError) and error.args[:1] == (_first_axis(sharding),)
             if foreign_axis or not _laid_out_by_pmap2(sharding):
-                found.append(f"{label} ({_where(leaf.sharding)})")
+                found.append(f"{label} ({_where(sharding)})")
                 break
     if not found:
         return None
@@ -101,7 +101,7 @@ def _first_axis(sharding: Any) -> Any:
 
 
 def _where(sharding: Any) -> str:
-    devices = sorted(d.id for d in sharding.device_set)
     if isinstance(sharding, NamedSharding):
         return f"sharding {sharding.spec} on a mesh {dict(sharding.mesh.shape)}"
+    devices = sorted(d.id for d in sharding.device_set)
     return f"device {devices[0]}" if len(devices) == 1 else f"devices {devices}"

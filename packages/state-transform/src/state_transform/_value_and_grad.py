@@ -182,7 +182,7 @@ class JacobianFunction(ControlFlow):
     ) -> None:
         if mode not in self._TRANSFORMS:
             raise ValueError(f"JacobianFunction: mode must be one of {sorted(self._TRANSFORMS)}, got {mode!r}.")
-        who = {"rev": "jacrev", "fwd": "jacfwd", "hessian": "hessian"}[mode]
+        who = self._TRANSFORMS[mode].__name__  # jacrev, jacfwd, hessian
         states, self._state_treedef = jax.tree.flatten(grad_states, is_leaf=lambda x: isinstance(x, State))
         for s in states:
             if not isinstance(s, State):
