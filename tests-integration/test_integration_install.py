@@ -24,7 +24,8 @@ and a small program uses a flax NNX module inside one of our transforms next to 
 brainstate State under brainstate's own ``jit``.
 
 (One venv instead of one per layer: JAX is installed once, which saves about
-two minutes of the test command.)
+two minutes of the test command. pip runs with ``--no-compile``: writing bytecode for every
+installed module changes nothing this test checks and took ~20 s of CPU.)
 """
 
 from __future__ import annotations
@@ -229,7 +230,7 @@ def _install_beside_the_current_stack(py: Path, wheelhouse: Path, cwd: Path) -> 
     before = _installed_versions(py, cwd)
     # On Python >= 3.12 the index serves JAX 0.12, the newest our range admits: the wheels must take it.
     assert before["jax"].split(".")[:2] == ["0", "12"], f"our wheels installed jax {before['jax']}, not 0.12"
-    _run([str(py), "-m", "pip", "install", "-q", "--find-links", str(wheelhouse), *COEXISTING], cwd=cwd)
+    _run([str(py), "-m", "pip", "install", "-q", "--no-compile", "--find-links", str(wheelhouse), *COEXISTING], cwd=cwd)
     after = _installed_versions(py, cwd)
     for name in ("jax", "jaxlib", *ORDER):
         assert after[name] == before[name], f"installing {COEXISTING} moved {name} from {before[name]} to {after[name]}"
@@ -248,7 +249,10 @@ def _install_and_check(py: Path, venv: Path, wheelhouse: Path, dist: str, cwd: P
     pip = [str(py), "-m", "pip"]
     # The layer's own wheel by path (so nothing on the index can stand in for it);
     # the layers below from the wheel directory; JAX and NumPy from the index.
-    _run([*pip, "install", "-q", "--find-links", str(wheelhouse), str(_wheel_for(wheelhouse, dist))], cwd=cwd)
+    _run(
+        [*pip, "install", "-q", "--no-compile", "--find-links", str(wheelhouse), str(_wheel_for(wheelhouse, dist))],
+        cwd=cwd,
+    )
 
     listed = json.loads(_run([*pip, "list", "--format=json"], cwd=cwd).stdout)
     ours = {p["name"].lower().replace("_", "-"): p["version"] for p in listed if p["name"].lower().startswith("state")}

@@ -12,6 +12,10 @@ import state_random
 import state_transform
 from state_core import environ
 
+# The masks' values and statistics: the newest end only. Dropout's use of the random
+# stream under jit, vmap2 and Map is checked at both ends by test_nn_layers.py.
+pytestmark = pytest.mark.numerics
+
 SELU_SATURATION = -1.7580993408473766  # brainstate's alpha
 
 

@@ -15,6 +15,9 @@ from state_core import environ
 from state_nn import exp_euler_step
 from state_nn._exp_euler import _exprel
 
+# The integrator's numbers against closed forms: the newest end only.
+pytestmark = pytest.mark.numerics
+
 
 def _leak(tau):
     return lambda v, current: (-v + current) / tau

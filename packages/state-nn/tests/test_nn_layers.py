@@ -22,6 +22,7 @@ def test_linear_values_and_parameters():
     assert list(layer.states()) == [("weight",), ("bias",)]
 
 
+@pytest.mark.numerics  # sample statistics
 def test_linear_default_init_is_lecun_normal_from_state_random():
     state_random.seed(3)
     a = state_nn.Linear(256, 128)
@@ -73,6 +74,7 @@ def test_dropout_rate_validation():
             state_nn.Dropout(bad)
 
 
+@pytest.mark.numerics  # sample statistics
 def test_dropout_mask_scaling_and_statistics():
     state_random.seed(0)
     drop = state_nn.Dropout(0.25)

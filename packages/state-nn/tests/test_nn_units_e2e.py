@@ -68,6 +68,7 @@ def _step(model):
     return step
 
 
+@pytest.mark.numerics  # long simulations checked against theory
 def test_lif_python_loop_and_for_loop_agree_and_match_theory():
     environ.set(dt=0.1 * u.ms)
     n = 600
@@ -158,6 +159,7 @@ class HH(state_nn.Dynamics):
         return spike
 
 
+@pytest.mark.numerics  # long simulations checked against theory
 def test_hodgkin_huxley_port_runs_in_a_for_loop():
     hh = HH(4)
     state_nn.init_all_states(hh)

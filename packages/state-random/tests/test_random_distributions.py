@@ -15,6 +15,10 @@ from scipy import stats
 
 from state_random import RandomState
 
+# What is drawn, checked against SciPy and NumPy: the newest end only. How a draw splits
+# the key and takes key= is checked at both ends by test_random_samplers.py.
+pytestmark = pytest.mark.numerics
+
 N = 20_000
 
 

@@ -438,6 +438,7 @@ def test_the_same_covariances_as_numpy_are_valid(cov, tol):
     assert ours_valid == numpy_valid
 
 
+@pytest.mark.numerics  # sample statistics
 @pytest.mark.parametrize("method", ["cholesky", "eigh", "svd"])
 def test_samples_are_finite_where_numpy_s_are(method):
     singular = np.array([[1.0, 1.0], [1.0, 1.0]]) * 0.1  # valid; Cholesky of it is NaN in float32

@@ -85,6 +85,7 @@ def _reference_fwd_grad(f, primals, key, n=None, clip=None):
     return jax.tree.map(lambda t: jnp.mean(t * slopes.reshape((-1,) + (1,) * (t.ndim - 1)), axis=0), v)
 
 
+@pytest.mark.numerics  # a statistical estimator
 def test_fwd_grad_matches_pure_jax_estimator():
     w = ParamState(jnp.array([0.5, -1.0, 2.0]), name="w")
     b = ParamState(jnp.array(0.3), name="b")
