@@ -99,7 +99,13 @@ def _callable_runner(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 class _MapCache:
-    """Per-Map bookkeeping. It has no ``__dict__``, so state collection skips it."""
+    """Per-Map bookkeeping. It has no ``__dict__``, so state collection skips it.
+
+    ``maps`` and ``resets`` keep the ``StatefulMapping`` objects this Map built, so
+    a repeated ``map(...)`` or ``reset_all_states(...)`` call skips building and
+    keying a new one. They hold transform objects only: the compiled programs live
+    in state_core's shared registry, which a rebuilt object finds again.
+    """
 
     __slots__ = ("groups", "rules", "update", "maps", "resets", "traces_seen", "warned")
 
@@ -111,7 +117,14 @@ class _MapCache:
         self.rules: StateRules[Any] | None = None  # where states are mapped during calls
         self.update: _MapCaller | None = None
         self.maps: collections.OrderedDict[Hashable, _MapCaller] = collections.OrderedDict()
-        self.resets: dict[Hashable, Any] = {}
+        self.resets: collections.OrderedDict[Hashable, Any] = collections.OrderedDict()
+
+    @staticmethod
+    def remember(table: collections.OrderedDict[Hashable, Any], key: Hashable, value: Any) -> None:
+        """Store ``value`` under ``key``, dropping the oldest entries beyond ``_MAX_CACHED_MAPS``."""
+        table[key] = value
+        while len(table) > _MAX_CACHED_MAPS:
+            table.popitem(last=False)
 
 
 class _MapCaller:
@@ -603,9 +616,7 @@ class Map(Module, Generic[M]):
             f"Map({type(self.module).__name__}).map({label})",
         )
         if key is not None:
-            cache.maps[key] = caller
-            while len(cache.maps) > _MAX_CACHED_MAPS:
-                cache.maps.popitem(last=False)
+            cache.remember(cache.maps, key, caller)
         return caller
 
     def reset_all_states(self, *args: Any, **kwargs: Any) -> None:
@@ -658,5 +669,5 @@ class Map(Module, Generic[M]):
             )
             mapping = state_transform.StatefulMapping(fun, strategy=strategy)
             mapping.name = f"Map({type(self.module).__name__}).reset_all_states"
-            cache.resets[key] = mapping
+            cache.remember(cache.resets, key, mapping)
         mapping(*args, *kwargs.values())
