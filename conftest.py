@@ -1,4 +1,5 @@
-"""Shared by every test directory: how docstring examples compare the numbers XLA computes.
+"""Shared by every test directory: how docstring examples compare the numbers XLA computes;
+a fixture that restores Python's default recursion limit.
 
 The policy for recorded numbers. A docstring example shows what a function prints,
 and for floating-point results that is what one jaxlib's compiler computes: XLA
@@ -26,7 +27,8 @@ from __future__ import annotations
 
 import doctest
 import re
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
@@ -77,3 +79,19 @@ class Float32OutputChecker(doctest.OutputChecker):
 def doctest_runner() -> Callable[[], doctest.DocTestRunner]:
     """Makes doctest runners that apply the project's policy for computed numbers."""
     return lambda: doctest.DocTestRunner(checker=Float32OutputChecker(), optionflags=DOCTEST_FLAGS)
+
+
+@pytest.fixture
+def default_recursion_limit() -> Iterator[int]:
+    """Python's default recursion limit (1000) for one test, whatever an earlier test set.
+
+    mypy, run in-process by the type-checking tests, raises the limit to 16384 for
+    the rest of the process; a test that shows a walk does not recurse needs the
+    default back.
+    """
+    previous = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)
+    try:
+        yield 1000
+    finally:
+        sys.setrecursionlimit(previous)

@@ -20,7 +20,7 @@ def _chain(depth):
     return node
 
 
-def test_collect_states_on_a_5000_deep_chain_keeps_order_and_paths():
+def test_collect_states_on_a_5000_deep_chain_keeps_order_and_paths(default_recursion_limit):
     depth = 5000
     assert depth > sys.getrecursionlimit() // 2
     root = _chain(depth)

@@ -33,7 +33,7 @@ def _chain():
     return node
 
 
-def test_states_modules_and_hooks_on_a_3000_deep_chain():
+def test_states_modules_and_hooks_on_a_3000_deep_chain(default_recursion_limit):
     assert sys.getrecursionlimit() < DEPTH, "the chain must be deeper than recursion could go"
     root = _chain()
     states = root.states()
