@@ -17,9 +17,9 @@ from state_core import State
 from state_core.engine import StateRules, user_stacklevel
 from state_core.filter import Filter, FilterLike
 from state_random import is_random_state
-from state_transform.engine import MappingStrategy, parse_state_rules
+from state_transform.engine import LanesOnMesh, MappingStrategy, parse_state_rules
 
-from ._map_shard import MemberLayout, ShardedMappingStrategy, member_layout, place_members
+from ._map_shard import member_layout, place_members
 from ._module import Module
 from ._typing import M
 
@@ -291,7 +291,7 @@ class Map(Module, Generic[M]):
             raise ValueError(f"Map: init_map_size must be at least 1, got {init_map_size}.")
         if behavior not in _BEHAVIORS:
             raise ValueError(f"Map: behavior must be 'vmap', 'pmap' or 'shard', got {behavior!r}.")
-        self._layout: MemberLayout | None = member_layout(behavior, init_map_size, mesh, mesh_axis)
+        self._layout: LanesOnMesh | None = member_layout(behavior, init_map_size, mesh, mesh_axis)
         # The axes specs are read (and checked) now rather than at init time.
         self._init_rules = parse_state_rules(init_state_axes, "init_state_axes", "Map")
         self._call_rules = parse_state_rules(call_state_axes, "call_state_axes", "Map")
@@ -405,8 +405,8 @@ class Map(Module, Generic[M]):
         own name (``Map(Linear).update``), not by a transformation.
         """
         if self._layout is not None:
-            return ShardedMappingStrategy(
-                layout=self._layout,
+            return MappingStrategy(
+                lanes_on=self._layout,
                 axis_size=self.init_map_size,
                 in_rules=rules,
                 out_rules=rules,

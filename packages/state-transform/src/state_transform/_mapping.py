@@ -10,7 +10,7 @@ from typing import Any
 
 import jax
 
-from state_core import BatchAxisError, State, eager_first_calls_enabled, states_of_callable
+from state_core import BatchAxisError, State, collect_states, eager_first_calls_enabled, states_of_callable
 from state_core.engine import (
     IdentityRef,
     Program,
@@ -36,6 +36,7 @@ from ._axes import (
 )
 from ._dependence import varying_outputs
 from ._lanes import SPLIT, lane_write_back, split_layout, splits_per_lane
+from ._lanes_on_mesh import LanesOnMesh, compile_on_mesh
 from ._mapping_program import MappingInfo, build_mapped_program
 from ._pmap_run import committed_inputs_message, private_axis_name, refuse_context_mesh, refusing_context_mesh
 from ._rules import parse_state_rules
@@ -96,6 +97,18 @@ class MappingStrategy(Strategy[_MappingTrace]):
         transform: as ``Strategy``'s (``vmap2: ...``, ``vmap2(f): ...``),
             ``"StatefulMapping"`` by default; ``""`` for a caller whose names
             already say what runs (``Map``).
+        new_state_rules: set for a one-shot initialisation (``vmap2_new_states``,
+            ``pmap2_new_states``): every state the call creates goes out on the
+            axis the first matching rule names (axis 0 if none matches), and the
+            first call runs op by op. None: created states follow ``out_rules``.
+        created_in: the object a one-shot initialisation fills, where the created
+            states' paths are looked up for path rules (None: no paths). Held weakly
+            in the program key.
+        lanes_on: a ``LanesOnMesh``: the lanes are split over its mesh axes, and the
+            ``jax.vmap`` program is compiled with ``jax.jit`` and shardings that put
+            each device's lanes on that device (``Map(behavior='shard')``). The
+            mapped size must be a multiple of its ``n_shards``; ``mapping_fn`` must
+            be ``jax.vmap``. None: no placement.
     """
 
     in_axes: Any = 0
@@ -112,6 +125,9 @@ class MappingStrategy(Strategy[_MappingTrace]):
     donate_argnums: int | Iterable[int] = ()
     max_axis_size: Callable[[], int] | None = dataclasses.field(default=None, compare=False)
     transform: str = dataclasses.field(default="StatefulMapping", compare=False)  # (messages only)
+    new_state_rules: StateRules[Any] | None = None
+    created_in: Any = dataclasses.field(default=None, compare=False)
+    lanes_on: LanesOnMesh | None = None
     # The positions of donate_argnums, as build_mapped_program reads them.
     donate_positions: frozenset[int] = dataclasses.field(init=False, repr=False, compare=False)
 
@@ -142,11 +158,18 @@ class MappingStrategy(Strategy[_MappingTrace]):
                 "States are updated in place already), or map with jax.pmap (pmap2)."
             )
         object.__setattr__(self, "donate_argnums", numbers)
+        if self.lanes_on is not None and (self.mapping_fn is not jax.vmap or self.mapping_kwargs):
+            raise ValueError(
+                f"{who}: lanes_on places the lanes of a jax.vmap program over a mesh itself; it takes "
+                "mapping_fn=jax.vmap and no mapping_kwargs. Drop one or the other."
+            )
         object.__setattr__(self, "donate_positions", frozenset(numbers))
 
     def identity(self) -> Hashable | None:
-        """Every compared option (see ``Strategy.identity``), and the device limit as it is now."""
-        return (super().identity(), None if self.max_axis_size is None else self.max_axis_size())
+        """Every compared option (see ``Strategy.identity``), the device limit as it is now, and ``created_in``."""
+        limit = None if self.max_axis_size is None else self.max_axis_size()
+        created_in = None if self.created_in is None else IdentityRef(self.created_in)
+        return (super().identity(), limit, created_in)
 
     def _in_axis(self, ctx: _MappingTrace, state: State[Any], value: Any) -> Any:
         """The axis ``state`` is mapped on the way in, including an axis this mapping stacked it on."""
@@ -169,8 +192,17 @@ class MappingStrategy(Strategy[_MappingTrace]):
 
     def trace(self, ctx: _MappingTrace, trace_once: Callable[[], Trace]) -> Trace:
         """Trace at per-lane shapes; again when the axis size or a per-lane buffer is learned mid-trace."""
+        if self.lanes_on is not None:
+            # The function is replayed inside the compiled program, whose axes are all
+            # Auto: trace it with that mesh in effect, so the operations it records
+            # belong to the program's mesh, not the caller's.
+            with jax.sharding.use_abstract_mesh(self.lanes_on.traced_mesh):
+                return self._trace_lanes(ctx, trace_once)
         if self.mapping_fn is jax.pmap:
             refuse_context_mesh(ctx.name)
+        return self._trace_lanes(ctx, trace_once)
+
+    def _trace_lanes(self, ctx: _MappingTrace, trace_once: Callable[[], Trace]) -> Trace:
         trace: Trace | None = None
         buffers_learned = False
         for _ in range(3):
@@ -383,7 +415,9 @@ class MappingStrategy(Strategy[_MappingTrace]):
         return [s for s in candidates if varies[id(s)]]
 
     def spans_devices(self, trace: Trace, info: MappingInfo) -> bool:
-        """Whether ``mapping_fn`` is ``jax.pmap`` over more than one device."""
+        """Whether ``mapping_fn`` is ``jax.pmap``, or the lanes lie on a mesh of more than one device."""
+        if self.lanes_on is not None:
+            return self.lanes_on.mesh.size > 1
         return self.mapping_fn is jax.pmap
 
     def axis_size_for(self, sizes: list[tuple[int, str]], name: str) -> int:
@@ -434,8 +468,8 @@ class MappingStrategy(Strategy[_MappingTrace]):
     def created_axis(self, ctx: _MappingTrace, state: State[Any], varies: bool) -> Any:
         """The out axis of a state created during the trace: as declared, else stacked when it varies.
 
-        A hook: ``analyze`` asks it for each created state (a strategy that finds
-        the states' paths elsewhere, as the ``*_new_states`` do, overrides it).
+        In a one-shot initialisation (``new_state_rules`` set): the axis its rule
+        names, axis 0 when none does.
 
         Args:
             ctx: the trace's context (its ``paths`` name the states).
@@ -443,8 +477,10 @@ class MappingStrategy(Strategy[_MappingTrace]):
             varies: whether its value differs across the mapped axis.
 
         Raises:
-            BatchAxisError: ``state_out_axes`` declares it unmapped, but it varies.
+            BatchAxisError: its rules declare it unmapped, but it varies.
         """
+        if self.new_state_rules is not None:
+            return self._initialised_axis(ctx, state, varies, self.new_state_rules)
         paths = ctx.paths
         axis = self.out_rules.value_for(paths.get(id(state), ()), state, _UNDECLARED)
         if axis is _UNDECLARED:
@@ -454,6 +490,24 @@ class MappingStrategy(Strategy[_MappingTrace]):
                 f"{ctx.name}: {state_label(state, paths.get(id(state)))} is created with a value that differs "
                 "across the mapped axis, but state_out_axes declares it unmapped (None). Declare an "
                 "int axis for it, or create it with the same value on every lane."
+            )
+        return axis
+
+    def _initialised_axis(self, ctx: _MappingTrace, state: State[Any], varies: bool, rules: StateRules[Any]) -> Any:
+        if self.created_in is None:
+            path: tuple[Any, ...] = ()
+        else:
+            if ctx.created_paths is None:
+                # One walk of the object graph for all the states the run created (not one each).
+                ctx.created_paths = collect_states(self.created_in).paths_by_state()
+            path = ctx.created_paths.get(id(state), ())
+        axis = rules.value_for(path, state, 0)
+        if axis is None and varies:
+            raise BatchAxisError(
+                f"{ctx.name}: {state.describe()} is kept as one shared copy (a NonBatchState, "
+                "or axis None in state_out_axes / state_to_exclude), but its initial value differs "
+                "between copies (for example it is drawn at random, or computed from a mapped "
+                "argument). Give it an int axis, or initialise it the same on every copy."
             )
         return axis
 
@@ -558,10 +612,20 @@ class MappingStrategy(Strategy[_MappingTrace]):
 
     def compile(self, trace: Trace, info: MappingInfo, name: str) -> Program:
         """``mapping_fn`` over the traced program (in ``jax.jit`` unless it compiles itself)."""
+        if self.lanes_on is not None:
+            if info.axis_size % self.lanes_on.n_shards:
+                n = self.lanes_on.n_shards
+                raise ValueError(
+                    f"{self.call_name(name)}: the mapped axis has size {info.axis_size}, which does not split "
+                    f"evenly over mesh axes {self.lanes_on.axes} ({n} device(s)). Use a multiple of {n}."
+                )
+            return compile_on_mesh(self, trace, info, self.lanes_on)
         program, compiled = self.mapped_program(trace, info)
         named(program, name)
         # jax.pmap compiles whatever runs it; a jax.vmap program can run op by op.
-        eager = program if not compiled and (self.eager_first_call or eager_first_calls_enabled()) else None
+        # (A one-shot initialisation runs once: op by op costs far less than compiling.)
+        one_shot = self.new_state_rules is not None
+        eager = program if not compiled and (one_shot or eager_first_calls_enabled()) else None
         options: dict[str, Any] = {}
         if compiled:  # jax.pmap donates by itself: a second pmap with the states donated
             who = self.call_name(name)

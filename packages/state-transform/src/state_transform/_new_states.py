@@ -1,8 +1,8 @@
 """``vmap2_new_states`` / ``pmap2_new_states``: create a batch of copies of a module's states.
 
-A strategy on the mapping engine: ``module.init_all_states(**kwargs)`` is traced
-once per lane, and every State it creates comes out of the mapped program with the
-axis its ``state_out_axes`` rule names (axis 0 by default). The call runs once, so
+A one-shot mapping (``MappingStrategy(new_state_rules=...)``): ``module.init_all_states(**kwargs)``
+is traced once per lane, and every State it creates comes out of the mapped program
+with the axis its ``state_out_axes`` rule names (axis 0 by default). The call runs once, so
 eagerly the function itself runs once under an eager ``jax.vmap`` (``_new_states_eager``:
 compiling a program that runs once costs far more than running it, and tracing it
 first would do its work twice); inside a trace the mapping is traced and compiled.
@@ -12,9 +12,8 @@ first would do its work twice); inside a trace the mapping is traced and compile
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Hashable
-from typing import Any, ClassVar
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -22,54 +21,15 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from state_core import BatchAxisError, NonBatchState, State, active_trace_stacks, catch_new_states, collect_states
-from state_core.engine import IdentityRef, StateRules, Trace, is_eager, state_label, write_state_values
+from state_core import NonBatchState, State, active_trace_stacks, catch_new_states, collect_states
+from state_core.engine import StateRules, Trace, is_eager, state_label, write_state_values
 
-from ._mapping import MappingInfo, MappingStrategy, _MappingTrace
+from ._mapping import MappingInfo, MappingStrategy
 from ._new_states_eager import EagerRun, commit, eager_run_possible, run_eagerly
 from ._rules import parse_state_rules
 from ._stateful_mapping import StatefulMapping
 
 __all__ = ["vmap2_new_states", "pmap2_new_states"]
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class _NewStateStrategy(MappingStrategy):
-    """The mapping of one initialisation: new states go out on the axis their rule names.
-
-    Args:
-        root: where the new states' paths are looked up for path filters (None: no paths).
-        new_rules: the axis of each new state (the first rule that selects it; axis 0 if none).
-    """
-
-    # It runs once: op by op costs far less than compiling (and compiles nothing new
-    # when the same model is initialised again).
-    eager_first_call: ClassVar[bool] = True
-
-    root: Any = dataclasses.field(default=None, compare=False)
-    new_rules: StateRules[Any]
-
-    def identity(self) -> Hashable | None:
-        """The mapping's identity, and (weakly) the object the new states are found in."""
-        return (super().identity(), None if self.root is None else IdentityRef(self.root))
-
-    def created_axis(self, ctx: _MappingTrace, state: State[Any], varies: bool) -> Any:
-        if self.root is None:
-            path: tuple[Any, ...] = ()
-        else:
-            if ctx.created_paths is None:
-                # One walk of the object graph for all the states the run created (not one each).
-                ctx.created_paths = collect_states(self.root).paths_by_state()
-            path = ctx.created_paths.get(id(state), ())
-        axis = self.new_rules.value_for(path, state, 0)
-        if axis is None and varies:
-            raise BatchAxisError(
-                f"{ctx.name}: {state.describe()} is kept as one shared copy (a NonBatchState, "
-                "or axis None in state_out_axes / state_to_exclude), but its initial value differs "
-                "between copies (for example it is drawn at random, or computed from a mapped "
-                "argument). Give it an int axis, or initialise it the same on every copy."
-            )
-        return axis
 
 
 def new_state_rules(state_out_axes: Any, who: str, shared: Any = None) -> StateRules[Any]:
@@ -144,7 +104,7 @@ def run_creating_states(
         caught: list[State[Any]] = []
         # A one-shot call: its trace (and the States it made) is never reused, so it
         # keeps its one program to itself.
-        strategy = _NewStateStrategy(root=root, new_rules=rules, transform="", **options)
+        strategy = MappingStrategy(created_in=root, new_state_rules=rules, transform="", **options)
         mapping = StatefulMapping(_catching(fun, state_tag, caught), name=fn_name, cache_size=1, strategy=strategy)
         if eager is None:
             eager = eager_run_possible(mapping, args, kwargs)

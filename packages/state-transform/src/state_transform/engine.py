@@ -3,7 +3,8 @@
 User code does not need this module. Like ``state_core.engine`` it names the
 strategy pieces the transformations here are made of, so a framework can build
 its own on the same pipeline: the mapping strategy (``MappingStrategy``), its
-record (``MappingInfo``) and program builder, the control-flow strategy
+record (``MappingInfo``) and program builder, the mesh its lanes may be split over
+(``LanesOnMesh``), the control-flow strategy
 (``ControlFlow`` traces body functions inside the pipeline's trace and builds one
 ``lax`` primitive over them, with ``Carry`` for the states they write and read),
 the lane-splitting helpers that ask States (``split_across_lanes``) for one value
@@ -43,6 +44,7 @@ from ._control_flow import Carry, ControlFlow, slice_spec, trace_body
 from ._grad import GradStrategy
 from ._jit import JitStrategy
 from ._lanes import split_before_mapping, split_inside_lane
+from ._lanes_on_mesh import LanesOnMesh
 from ._mapping import MappingInfo, MappingStrategy
 from ._mapping_program import build_mapped_program
 from ._rules import AXES, DECLARED_STATES, SPECS, RuleSyntax, parse_state_rules
@@ -58,6 +60,7 @@ __all__ = [
     "trace_body",
     "slice_spec",
     "MappingInfo",
+    "LanesOnMesh",
     "build_mapped_program",
     "split_before_mapping",
     "split_inside_lane",
