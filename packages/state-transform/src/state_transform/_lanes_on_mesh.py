@@ -98,7 +98,13 @@ class LanesOnMesh:
         return f"LanesOnMesh(mesh={dict(self.mesh.shape)}, axes={self.axes})"
 
     def sharding(self, axis: Any, ndim: int | None = None) -> NamedSharding:
-        """The sharding of a value whose lane axis is ``axis`` (``None``: replicated)."""
+        """The sharding of a value whose lane axis is ``axis``.
+
+        Args:
+            axis: the value's lane axis (negative counts from the end); ``None`` or
+                anything not an int: replicated on every device of the mesh.
+            ndim: the value's number of dimensions, needed for a negative ``axis``.
+        """
         if not isinstance(axis, int) or isinstance(axis, bool):
             return self.replicated
         if axis < 0:
@@ -107,11 +113,21 @@ class LanesOnMesh:
         return NamedSharding(self.mesh, P(*([None] * axis), spec))
 
     def state_sharding(self, state: State[Any], axis: Any) -> NamedSharding:
-        """The sharding of ``state``'s value when its lane axis is ``axis`` (``None``: replicated)."""
+        """The sharding of ``state``'s value when its lane axis is ``axis``.
+
+        Args:
+            state: the state (its value's first leaf gives the number of dimensions).
+            axis: its lane axis, as in ``sharding``; ``None``: replicated.
+        """
         return self.sharding(axis, _ndim(state))
 
     def place(self, value: Any, sharding: NamedSharding) -> Any:
-        """``value`` (a pytree of arrays) placed with ``sharding``; tracers are left alone."""
+        """``value`` placed with ``sharding``; tracers are left alone.
+
+        Args:
+            value: a pytree of arrays.
+            sharding: where to put every leaf (from ``sharding`` or ``state_sharding``).
+        """
         return place_value(value, sharding)
 
 
