@@ -13,7 +13,7 @@ to bring them together.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import jax
@@ -22,7 +22,7 @@ from ._graph import state_label
 from ._jax_internals import context_mesh, open_jaxpr
 from ._state import State
 
-__all__ = ["device_mismatch_message", "labelled_inputs", "placements_in"]
+__all__ = ["describe_devices", "device_mismatch_message", "labelled_inputs", "placements_in"]
 
 
 def _devices(leaf: Any) -> frozenset[int] | None:
@@ -33,8 +33,20 @@ def _devices(leaf: Any) -> frozenset[int] | None:
     return frozenset(d.id for d in sharding.device_set)
 
 
-def _show(ids: frozenset[int]) -> str:
-    ordered = sorted(ids)
+def describe_devices(devices: Iterable[Any]) -> str:
+    """How an error message names a set of devices: ``device 3``, ``devices 0, 2`` or ``devices 0..7``.
+
+    Args:
+        devices: ``jax.Device`` objects (a sharding's ``device_set``, a mesh's
+            ``devices.flat``) or their integer ids; order and repeats do not matter.
+
+    Example:
+        >>> import jax
+        >>> from state_core.engine import describe_devices
+        >>> describe_devices(jax.devices()[:1]), describe_devices([2, 0]), describe_devices(range(8))
+        ('device 0', 'devices 0, 2', 'devices 0..7')
+    """
+    ordered = sorted({d if isinstance(d, int) else d.id for d in devices})
     if len(ordered) > 4 and ordered == list(range(ordered[0], ordered[-1] + 1)):
         return f"devices {ordered[0]}..{ordered[-1]}"
     return f"device{'s' if len(ordered) > 1 else ''} {', '.join(map(str, ordered))}"
@@ -137,7 +149,8 @@ def device_mismatch_message(
             if seen and ids not in seen:
                 (first_ids, first), *_ = seen.items()
                 return (
-                    f"{who}: {first} lies on {_show(first_ids)} but {label} lies on {_show(ids)}; "
+                    f"{who}: {first} lies on {describe_devices(first_ids)} but {label} lies on "
+                    f"{describe_devices(ids)}; "
                     "all inputs of one call must lie on the same devices. Move one of them with "
                     "jax.device_put (for a state: state.value = jax.device_put(state.value, "
                     "other.sharding)); a program compiled for one mesh needs the same mesh's "
@@ -151,9 +164,10 @@ def device_mismatch_message(
         placed = _placement_devices(target)
         if placed is not None and placed != ids:
             return (
-                f"{who}: {label} lies on {_show(ids)} but {what} places the program on {_show(placed)}; "
+                f"{who}: {label} lies on {describe_devices(ids)} but {what} places the program on "
+                f"{describe_devices(placed)}; "
                 f"a program runs on one set of devices. Move {label} there with jax.device_put (for a "
                 f"state: state.value = jax.device_put(state.value, sharding) with a sharding on "
-                f"{_show(placed)}), or place the program on {_show(ids)}."
+                f"{describe_devices(placed)}), or place the program on {describe_devices(ids)}."
             )
     return None

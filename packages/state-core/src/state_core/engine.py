@@ -61,6 +61,7 @@ from ._cache import DEFAULT_CACHE_SIZE
 from ._call_contexts import register_call_context
 from ._call_signature import positions_of_names
 from ._context import user_stacklevel
+from ._device_mismatch import describe_devices
 from ._donation import donation_min_bytes, exclusively_held, set_donation_min_bytes
 from ._graph import graph_children, graph_roots, graph_states, state_label
 from ._identity import IdentityRef, Unshareable, callable_identity, frozen
@@ -143,4 +144,5 @@ __all__ = [
     "hide_library_frames",
     "user_stacklevel",
     "format_object",
+    "describe_devices",
 ]

@@ -9,6 +9,8 @@ from typing import Any
 import jax
 from jax.sharding import NamedSharding
 
+from state_core.engine import describe_devices
+
 __all__ = ["committed_inputs_message", "private_axis_name", "refuse_context_mesh", "refusing_context_mesh"]
 
 _LANE_AXIS_PREFIX = "_state_lane_"
@@ -103,5 +105,4 @@ def _first_axis(sharding: Any) -> Any:
 def _where(sharding: Any) -> str:
     if isinstance(sharding, NamedSharding):
         return f"sharding {sharding.spec} on a mesh {dict(sharding.mesh.shape)}"
-    devices = sorted(d.id for d in sharding.device_set)
-    return f"device {devices[0]}" if len(devices) == 1 else f"devices {devices}"
+    return describe_devices(sharding.device_set)
