@@ -148,3 +148,23 @@ def test_the_object_a_one_shot_init_fills_is_part_of_the_program_key():
     key_b = MappingStrategy(axis_size=2, new_state_rules=rules, created_in=b).identity()
     assert key_a != key_b
     assert key_a == MappingStrategy(axis_size=2, new_state_rules=rules, created_in=a).identity()
+
+
+@pytest.mark.parametrize(
+    "option",
+    [{"in_axes": 1}, {"axis_size": 4}, {"state_in_axes": {0: State}}, {"in_axes": np.array([0])}, {"axis_name": "i"}],
+    ids=["in_axes", "axis_size", "state_in_axes", "array in_axes", "axis_name"],
+)
+def test_options_beside_a_strategy_are_refused(option):
+    with pytest.raises(
+        TypeError, match=r"give the mapping options to the strategy \(its fields\), not beside strategy="
+    ):
+        StatefulMapping(lambda x: x, strategy=MappingStrategy(), **option)
+
+
+def test_options_left_at_their_defaults_beside_a_strategy_are_accepted():
+    strategy = MappingStrategy(in_axes=1)
+    spelled_out = StatefulMapping(lambda x: x * 2, in_axes=0, out_axes=0, axis_size=None, strategy=strategy)
+    assert spelled_out.strategy is strategy
+    # (the strategy maps axis 1, as its own option says; the output has the mapped axis first)
+    assert_allclose(np.asarray(spelled_out(jnp.ones((2, 3)))), 2 * np.ones((3, 2)))

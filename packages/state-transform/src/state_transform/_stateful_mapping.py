@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Hashable, Iterable
 from typing import TYPE_CHECKING, Any, Generic
 
@@ -175,7 +176,11 @@ class StatefulMapping(StatefulFunction, Generic[P, R]):
                 max_axis_size,
                 transform,
             )
-            if any(not _is_default(value, default) for value, default in zip(given, _DEFAULTS, strict=True)):
+            # (Left at their defaults the options are the very default objects: one C-level pass
+            # settles the common case, a vmap2 built inline at every step.)
+            if not all(map(operator.is_, given, _DEFAULTS)) and any(
+                not _is_default(value, default) for value, default in zip(given, _DEFAULTS, strict=True)
+            ):
                 raise TypeError(
                     "StatefulMapping: give the mapping options to the strategy (its fields), not beside strategy=."
                 )
