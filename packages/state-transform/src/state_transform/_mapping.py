@@ -480,7 +480,7 @@ class MappingStrategy(Strategy[_MappingTrace]):
             BatchAxisError: its rules declare it unmapped, but it varies.
         """
         if self.new_state_rules is not None:
-            return self._initialised_axis(ctx, state, varies, self.new_state_rules)
+            return self._initialised_axis(ctx, state, varies)
         paths = ctx.paths
         axis = self.out_rules.value_for(paths.get(id(state), ()), state, _UNDECLARED)
         if axis is _UNDECLARED:
@@ -493,7 +493,9 @@ class MappingStrategy(Strategy[_MappingTrace]):
             )
         return axis
 
-    def _initialised_axis(self, ctx: _MappingTrace, state: State[Any], varies: bool, rules: StateRules[Any]) -> Any:
+    def _initialised_axis(self, ctx: _MappingTrace, state: State[Any], varies: bool) -> Any:
+        rules = self.new_state_rules
+        assert rules is not None  # (created_axis asks only in a one-shot initialisation)
         if self.created_in is None:
             path: tuple[Any, ...] = ()
         else:
