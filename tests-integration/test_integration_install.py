@@ -3,29 +3,32 @@
 The wheels of the four packages are built once (``pip wheel --no-deps``, with the
 environment's hatchling). One fresh ``python -m venv`` is made that sees nothing
 of this interpreter's site-packages, and the layers' wheels are installed into it
-one after another, lowest first, exactly as a user would: with the venv's own
-pip, the wheel directory as ``--find-links`` (the layers below are not on the
-package index) and the package index for everything else (JAX, NumPy; pip's
-cache makes repeated runs cheap). Every layer requires all the layers below it,
-so after installing layer N the venv holds what installing layer N alone would
-give: a layer whose code needs something it does not declare fails at its own
-step. After each step, with ``PYTHONPATH`` cleared so that the source tree cannot
-leak in:
+one after another, lowest first: the layer's own wheel by path, the layers below
+from the wheel directory (``--find-links``; they are not on the package index) and
+everything else (JAX, NumPy) from the index. Every layer requires all the layers
+below it, so after installing layer N the venv holds what installing layer N alone
+would give: a layer whose code needs something it does not declare fails at its
+own step. After each step, with ``PYTHONPATH`` cleared so that the source tree
+cannot leak in:
 
-* ``pip list`` lists exactly the expected ``state-*`` distributions;
+* the venv lists exactly the expected ``state-*`` distributions;
 * ``import <name>`` works and resolves to the venv's site-packages, with the
   version of ``__about__.py``; a tiny computation through the layer runs;
 * the layers above are not importable.
 
 Then, on Python >= 3.12 (where current flax and brainstate install), the same
-venv gets our users' current stack beside the four wheels with plain pip:
-``COEXISTING`` (flax, brainstate, optax, orbax-checkpoint). pip must not move JAX,
-and a small program uses a flax NNX module inside one of our transforms next to a
-brainstate State under brainstate's own ``jit``.
+venv gets our users' current stack beside the four wheels: ``COEXISTING`` (flax,
+brainstate, optax, orbax-checkpoint). The installer must not move JAX, and a small
+program uses a flax NNX module inside one of our transforms next to a brainstate
+State under brainstate's own ``jit``.
 
-(One venv instead of one per layer: JAX is installed once, which saves about
-two minutes of the test command. pip runs with ``--no-compile``: writing bytecode for every
-installed module changes nothing this test checks and took ~20 s of CPU.)
+The installer is uv (``uv pip install --python VENV``), the one Hatch installs the
+test environments with: it reads the same wheel metadata and resolves against the
+same index as pip, and takes JAX from the cache the test environment filled. The
+programs run with bytecode writing allowed (the suite may run with
+``PYTHONDONTWRITEBYTECODE``), so only the first one compiles JAX's sources. With
+both, the test takes ~30 s of CPU against ~55 s with pip. (One venv instead of one
+per layer: JAX is installed once.)
 """
 
 from __future__ import annotations
@@ -122,8 +125,21 @@ print(json.dumps({"ours": ours, "expected": expected, "scale": scale.value.tolis
 """
 
 
+# The test environment's own settings that would change what is installed where, or
+# make the installer write bytecode this test never reads.
+_DROPPED_ENV = (
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "PYTHONDONTWRITEBYTECODE",
+    "PIP_REQUIRE_VIRTUALENV",
+    "VIRTUAL_ENV",
+    "UV_COMPILE_BYTECODE",
+    "UV_PYTHON",
+)
+
+
 def _clean_env() -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "PIP_REQUIRE_VIRTUALENV")}
+    env = {k: v for k, v in os.environ.items() if k not in _DROPPED_ENV}
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     env["PIP_NO_INPUT"] = "1"
     env["JAX_PLATFORMS"] = "cpu"
@@ -211,8 +227,9 @@ def test_wheel_contents_and_metadata(wheelhouse, dist):
 
 def test_layers_install_one_after_another_with_only_the_layers_below(wheelhouse, tmp_path):
     venv = tmp_path / "venv"
-    # A plain venv with its own pip: nothing of this interpreter's packages is visible.
-    _run([sys.executable, "-m", "venv", str(venv)], cwd=tmp_path)
+    # A plain venv: nothing of this interpreter's packages is visible. No pip in it
+    # (uv installs from outside; seeding pip would take ~5 s for nothing).
+    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], cwd=tmp_path)
     py = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
     assert py.exists()
     for dist in ORDER:
@@ -221,8 +238,17 @@ def test_layers_install_one_after_another_with_only_the_layers_below(wheelhouse,
         _install_beside_the_current_stack(py, wheelhouse, tmp_path)
 
 
+def _uv_pip(command: str, py: Path, *args: str) -> list[str]:
+    """``uv pip COMMAND ARGS`` aimed at the venv whose interpreter is ``py``."""
+    return [sys.executable, "-m", "uv", "pip", command, "--quiet", "--python", str(py), *args]
+
+
+def _install(py: Path, wheelhouse: Path, cwd: Path, *requirements: str) -> None:
+    _run(_uv_pip("install", py, "--find-links", str(wheelhouse), *requirements), cwd=cwd)
+
+
 def _installed_versions(py: Path, cwd: Path) -> dict[str, str]:
-    listed = json.loads(_run([str(py), "-m", "pip", "list", "--format=json"], cwd=cwd).stdout)
+    listed = json.loads(_run(_uv_pip("list", py, "--format=json"), cwd=cwd).stdout)
     return {p["name"].lower().replace("_", "-"): p["version"] for p in listed}
 
 
@@ -230,14 +256,14 @@ def _install_beside_the_current_stack(py: Path, wheelhouse: Path, cwd: Path) -> 
     before = _installed_versions(py, cwd)
     # On Python >= 3.12 the index serves JAX 0.12, the newest our range admits: the wheels must take it.
     assert before["jax"].split(".")[:2] == ["0", "12"], f"our wheels installed jax {before['jax']}, not 0.12"
-    _run([str(py), "-m", "pip", "install", "-q", "--no-compile", "--find-links", str(wheelhouse), *COEXISTING], cwd=cwd)
+    _install(py, wheelhouse, cwd, *COEXISTING)
     after = _installed_versions(py, cwd)
     for name in ("jax", "jaxlib", *ORDER):
         assert after[name] == before[name], f"installing {COEXISTING} moved {name} from {before[name]} to {after[name]}"
     for requirement in COEXISTING:
         name, _, pinned = requirement.partition("==")
         assert name in after and (not pinned or after[name] == pinned), (
-            f"{requirement}: pip installed {after.get(name)}"
+            f"{requirement}: the installer gave {after.get(name)}"
         )
     info = json.loads(_run([str(py), "-c", COEXISTENCE_PROGRAM], cwd=cwd).stdout.strip().splitlines()[-1])
     assert info["ours"] == pytest.approx(info["expected"], rel=1e-6)
@@ -246,16 +272,11 @@ def _install_beside_the_current_stack(py: Path, wheelhouse: Path, cwd: Path) -> 
 
 
 def _install_and_check(py: Path, venv: Path, wheelhouse: Path, dist: str, cwd: Path) -> None:
-    pip = [str(py), "-m", "pip"]
     # The layer's own wheel by path (so nothing on the index can stand in for it);
     # the layers below from the wheel directory; JAX and NumPy from the index.
-    _run(
-        [*pip, "install", "-q", "--no-compile", "--find-links", str(wheelhouse), str(_wheel_for(wheelhouse, dist))],
-        cwd=cwd,
-    )
+    _install(py, wheelhouse, cwd, str(_wheel_for(wheelhouse, dist)))
 
-    listed = json.loads(_run([*pip, "list", "--format=json"], cwd=cwd).stdout)
-    ours = {p["name"].lower().replace("_", "-"): p["version"] for p in listed if p["name"].lower().startswith("state")}
+    ours = {d: v for d, v in _installed_versions(py, cwd).items() if d.startswith("state")}
     assert set(ours) == EXPECTED[dist], f"installing {dist} gave {sorted(ours)}; expected {sorted(EXPECTED[dist])}"
     for d, v in ours.items():
         assert v == _version(d), f"{d} installed as {v}, __about__ says {_version(d)}"
