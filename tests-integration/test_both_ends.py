@@ -194,3 +194,17 @@ def test_old_python_is_named(both_ends, monkeypatch, capsys):
 def test_usage_is_printed_for_unknown_commands(both_ends, capsys):
     assert both_ends.main(["frobnicate"]) == 2
     assert "usage: both_ends.py test" in capsys.readouterr().err
+
+
+def test_the_commands_may_write_bytecode_and_find_the_pinned_python_first(both_ends, monkeypatch):
+    # Environments are installed without bytecode: a machine-wide PYTHONDONTWRITEBYTECODE
+    # would make every process of the suite compile JAX's sources again.
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.setenv("PATH", "/usr/bin")
+    environ = both_ends._environ_with("/opt/py313/bin/python3.13")
+    assert "PYTHONDONTWRITEBYTECODE" not in environ
+    assert environ["PATH"] == os.pathsep.join(["/opt/py313/bin", "/usr/bin"])
+    hatch = tomllib.loads((ROOT / "hatch.toml").read_text())
+    for end in ("newest", "lowest"):
+        assert hatch["envs"][end]["installer"] == "uv"
+        assert "UV_COMPILE_BYTECODE" not in hatch["envs"][end].get("env-vars", {})

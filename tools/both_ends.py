@@ -169,7 +169,17 @@ def in_ci() -> bool:
 
 
 def _environ_with(python: str) -> dict[str, str]:
-    environ = dict(os.environ)
+    """This process's environment, with ``python``'s directory first on PATH, for a Hatch call.
+
+    ``PYTHONDONTWRITEBYTECODE`` is left out: the test command starts hundreds of
+    Python processes (xdist workers, docs pages, multi-process runs, the install
+    test's programs), and where a machine sets it each of them would compile JAX's
+    sources again. Without it the first import of a module writes its bytecode
+    (about 6 s of CPU for JAX and its dependencies, once per environment), so the
+    environments need not compile all of site-packages when they are created
+    (~25 s each).
+    """
+    environ = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     environ["PATH"] = os.pathsep.join([str(Path(python).parent), environ.get("PATH", "")])
     return environ
 
@@ -202,10 +212,10 @@ class Preparation:
 def start_env_creation(hatch: str, env: str, python: str) -> Preparation:
     """Start ``hatch env create ENV`` in the background.
 
-    Creating an environment mostly downloads and unpacks wheels and writes their
-    bytecode, so the lowest end's is made while the newest end's suite runs,
-    instead of after it (about half a minute of a fresh machine's ``hatch run test``
-    with uv; it was a minute and a half with pip).
+    Creating an environment mostly downloads and unpacks wheels, so the lowest
+    end's is made while the newest end's suite runs, instead of after it (seconds
+    with uv on a machine whose uv cache holds the wheels; it was a minute and a
+    half with pip).
     """
     log = Path(tempfile.mkstemp(prefix=f"hatch-env-{env}-", suffix=".log")[1])
     with open(log, "wb") as out:
