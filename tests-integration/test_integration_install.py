@@ -205,6 +205,8 @@ def test_wheel_contents_and_metadata(wheelhouse, dist):
     assert top_level == {name}, f"{wheel.name} ships other top-level entries: {sorted(top_level)}"
     assert f"{name}/__init__.py" in names and f"{name}/__about__.py" in names
     assert not any("/tests/" in n or n.startswith("tests/") for n in names), "tests shipped in the wheel"
+    # (The suite's own processes write bytecode next to the sources it builds from.)
+    assert not any(n.endswith(".pyc") or "__pycache__" in n for n in names), "bytecode shipped in the wheel"
     requires = [line.split(":", 1)[1].strip() for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
     # Optional extras (state-nn[checkpoint] -> orbax-checkpoint) are not direct dependencies.
     extras = sorted(r for r in requires if "extra ==" in r)
