@@ -77,7 +77,12 @@ def read_state_values(states: Sequence[State[Any]]) -> list[Any]:
 
 
 def write_state_values(
-    states: Sequence[State[Any]], values: Sequence[Any], who: str, *, every_value: bool = False
+    states: Sequence[State[Any]],
+    values: Sequence[Any],
+    who: str,
+    *,
+    every_value: bool = False,
+    created: Sequence[State[Any]] = (),
 ) -> None:
     """Write results back into states, all or nothing: the one write-back of every transformation.
 
@@ -94,6 +99,9 @@ def write_state_values(
             A compiled program's results are all tracers or none, so its
             replay checks the first; values made one by one (some may be
             constants) are checked each.
+        created: the states among ``states`` that the call created. While it was
+            traced they held tracers, so they refuse to be read; once their
+            concrete values are stored here they are usable again.
 
     Raises:
         StateLeakError: outside any state-aware trace, the first new value (or,
@@ -109,10 +117,8 @@ def write_state_values(
         >>> a.value, b.value
         (1.0, 2.0)
     """
-    if not states:
-        return
     stacks = CTX.stacks
-    if not stacks:
+    if states and not stacks:
         probe = values[0]
         if type(probe) is not _ArrayImpl and type(probe) is not _PRNGKeyArray:  # neither is a tracer
             _check_not_leaking(states[0], probe, who)
@@ -122,21 +128,24 @@ def write_state_values(
                     _check_not_leaking(state, leaf, who)
         if len(states) == 1:  # one store is all or nothing by itself
             states[0]._value = probe
-            return
-        done = False
-        try:
-            for state, value in zip(states, values):  # noqa: B905  # hot path; lengths fixed at trace time
-                state._value = value
-            done = True
-        finally:
-            if not done:  # interrupted half-way: finish, so the write is all or nothing
+        else:
+            done = False
+            try:
                 for state, value in zip(states, values):  # noqa: B905  # hot path; lengths fixed at trace time
                     state._value = value
-        return
-    for state, value in zip(states, values):  # noqa: B905  # hot path; lengths fixed at trace time
-        for stack in stacks[state._level :]:
-            stack._on_write(state)
-        state.restore_value(value)
+                done = True
+            finally:
+                if not done:  # interrupted half-way: finish, so the write is all or nothing
+                    for state, value in zip(states, values):  # noqa: B905  # hot path; lengths fixed at trace time
+                        state._value = value
+    else:
+        for state, value in zip(states, values):  # noqa: B905  # hot path; lengths fixed at trace time
+            for stack in stacks[state._level :]:
+                stack._on_write(state)
+            state.restore_value(value)
+    for state in created:
+        if state._leaked_at is not None:
+            state.restore_value(state._value)  # (restore_value clears the mark of a concrete value)
 
 
 def _check_not_leaking(state: State[Any], probe: Any, who: str) -> None:
@@ -356,11 +365,7 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
             elif consider:  # compare layouts only while a later call may donate
                 outs = [new_values[j] for j in rw_out]
                 steady[0] = list(map(id, outs)) if _same_layout(rw, outs) else None
-            write_state_values(write_back, new_values, who)
-            if created:
-                for state in created:
-                    if state._leaked_at is not None:
-                        state.restore_value(state._value)
+            write_state_values(write_back, new_values, who, created=created)
             return out
         finally:
             if locked:

@@ -294,11 +294,8 @@ def commit(
     try:
         if any(state._value is not key for state, key in split_from):
             return False
-        write_state_values(states, values, who, every_value=True)
+        write_state_values(states, values, who, every_value=True, created=created)
     finally:
         for lock in reversed(locks):
             lock.release()
-    for state in created:
-        if state._leaked_at is not None:  # it held a lane's value: usable again
-            state.restore_value(state._value)
     return True
