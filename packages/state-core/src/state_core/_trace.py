@@ -245,6 +245,8 @@ class StateTraceStack:
             self._first_access(state)
             self._read.add(key)
             if self._first_read_hook is not None:
+                # The engine's tracing step: the trace's input (a tracer) stands in for the
+                # value until the trace ends and ``original_values`` are put back.
                 state._value = self._first_read_hook(state)
         else:
             self._read.add(key)
