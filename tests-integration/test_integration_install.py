@@ -125,8 +125,10 @@ print(json.dumps({"ours": ours, "expected": expected, "scale": scale.value.tolis
 """
 
 
-# The test environment's own settings that would change what is installed where, or
-# make the installer write bytecode this test never reads.
+# The test environment's own settings that would change what is installed where
+# (PYTHONPATH ... UV_PYTHON), make the installer write bytecode this test never reads
+# (UV_COMPILE_BYTECODE), or keep each program from writing the bytecode the next one
+# reuses (PYTHONDONTWRITEBYTECODE: every program would compile JAX's sources again).
 _DROPPED_ENV = (
     "PYTHONPATH",
     "PYTHONHOME",
