@@ -11,16 +11,36 @@ import state_core  # noqa: E402  (after the device count is set)
 # tests of the warning choose their mode with ``plain_trace_policy``.
 state_core.set_plain_trace_policy('error')
 
-from state_core._context import CTX  # noqa: E402  (after the device count is set)
+from state_core._context import CTX, OPEN_STACKS  # noqa: E402  (after the device count is set)
 
 
 @pytest.fixture(autouse=True)
 def _clean_context():
     """Every test must leave the thread-local trace bookkeeping as it found it."""
     assert CTX.stacks == [] and CTX.catchers == [] and CTX.strict == 0, "a previous test leaked trace context"
+    assert OPEN_STACKS.value == 0, "a previous test left trace stacks counted as open"
     yield
-    leftover = (list(CTX.stacks), list(CTX.catchers), CTX.strict)
+    leftover = (list(CTX.stacks), list(CTX.catchers), CTX.strict, OPEN_STACKS.value)
     CTX.stacks.clear()
     CTX.catchers.clear()
     CTX.strict = 0
-    assert leftover == ([], [], 0), f"test leaked trace context: {leftover}"
+    OPEN_STACKS.value = 0
+    assert leftover == ([], [], 0, 0), f"test leaked trace context: {leftover}"
+
+
+@pytest.fixture
+def count_calls(monkeypatch):
+    """``count_calls(owner, name)`` wraps ``owner.name`` for the test and returns the list each call appends to."""
+
+    def install(owner, name):
+        calls = []
+        original = getattr(owner, name)
+
+        def counted(*args, **kwargs):
+            calls.append(1)
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(owner, name, counted)
+        return calls
+
+    return install

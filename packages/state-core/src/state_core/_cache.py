@@ -61,7 +61,7 @@ class TraceCache:
         ValueError: ``maxsize`` is not a positive int.
     """
 
-    __slots__ = ("_entries", "maxsize", "_hit", "__weakref__")
+    __slots__ = ("_entries", "maxsize", "_hit", "_by_aval", "__weakref__")
 
     def __init__(self, maxsize: int = DEFAULT_CACHE_SIZE) -> None:
         if not isinstance(maxsize, int) or isinstance(maxsize, bool) or maxsize < 1:
@@ -69,6 +69,7 @@ class TraceCache:
         self._entries: dict[Hashable, CacheEntry[Any]] = {}
         self.maxsize = maxsize
         self._hit: CacheEntry[Any] | None = None  # the entry of the latest hit or put
+        self._by_aval: dict[int, tuple[Any, CacheEntry[Any]]] = {}
 
     def get(self, key: Hashable) -> CacheEntry[Any] | None:
         """The entry of ``key`` (marked as the most recently used), or None.
@@ -95,6 +96,24 @@ class TraceCache:
         entry.last_used = next(_CLOCK)
         self._hit = entry
 
+    def remember_aval(self, aval: Any, entry: CacheEntry[Any]) -> None:
+        """Let a call whose one argument is an array with this very ``aval`` object find ``entry`` by identity.
+
+        ``_by_aval`` maps ``id(aval)`` to ``(aval, entry)`` (the aval is kept alive, so
+        its id is not reused). Arrays made by one compiled program share their aval
+        object from call to call, so a steady call finds its entry with one identity
+        test instead of building and hashing its key. At most ``maxsize`` avals are
+        kept; storing or dropping any entry forgets them all.
+
+        Args:
+            aval: the argument's ``aval``.
+            entry: the entry found under that aval's key (already in this cache).
+        """
+        known = self._by_aval
+        if len(known) >= self.maxsize:
+            known.clear()
+        known[id(aval)] = (aval, entry)
+
     def put(self, key: Hashable, entry: CacheEntry[Any]) -> None:
         """Store ``entry`` under ``key``, dropping the least recently used beyond ``maxsize``.
 
@@ -104,6 +123,7 @@ class TraceCache:
         """
         entry.last_used = next(_CLOCK)
         self._hit = entry
+        self._by_aval.clear()
         entries = self._entries
         entries[key] = entry
         while len(entries) > self.maxsize:
@@ -118,11 +138,13 @@ class TraceCache:
         """
         self._entries.pop(key, None)
         self._hit = None
+        self._by_aval.clear()
 
     def clear(self) -> None:
         """Forget every entry."""
         self._entries.clear()
         self._hit = None
+        self._by_aval.clear()
 
     def __contains__(self, key: object) -> bool:
         return key in self._entries

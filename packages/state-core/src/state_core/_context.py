@@ -11,7 +11,7 @@ import threading
 import types
 from typing import Any
 
-__all__ = ["CTX", "GENERATION", "PRIVATE_THREADS", "PRIVATE_LOCK", "user_call_site", "user_stacklevel"]
+__all__ = ["CTX", "OPEN_STACKS", "GENERATION", "PRIVATE_THREADS", "PRIVATE_LOCK", "user_call_site", "user_stacklevel"]
 
 
 class _Context(threading.local):
@@ -27,6 +27,30 @@ class _Context(threading.local):
 
 
 CTX = _Context()
+
+
+class _OpenStacks:
+    """How many ``StateTraceStack`` blocks are open right now, over all threads.
+
+    At zero no thread traces, so no thread has ``CTX.stacks``: a hot path that
+    reads ``OPEN_STACKS.value`` first (a plain attribute) skips the thread-local
+    lookup, which costs several times more. A thread's own blocks are counted
+    before they open and after they close, so a thread that has stacks never
+    sees zero.
+    """
+
+    __slots__ = ("value", "lock")
+
+    def __init__(self) -> None:
+        self.value = 0
+        self.lock = threading.Lock()  # (``+=`` is not atomic between threads)
+
+    def add(self, n: int) -> None:
+        with self.lock:
+            self.value += n
+
+
+OPEN_STACKS = _OpenStacks()
 
 # How many threads have an overlay right now. While it is non-zero ``State`` carries
 # a ``_value`` property that looks at the thread-local overlay; at zero the property

@@ -412,6 +412,35 @@ def debugging_nans_or_infs() -> bool:
     return bool(_debug_nans.value or _debug_infs.value)
 
 
+class _PublicFlag:
+    """A JAX flag read through ``jax.config`` (the slow, public way), with a ``value`` like JAX's own holders."""
+
+    __slots__ = ("_name",)
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    @property
+    def value(self) -> bool:
+        return bool(getattr(jax.config, self._name))
+
+
+def debug_flag_holders() -> tuple[Any, Any]:
+    """The holders of ``jax_debug_nans`` and ``jax_debug_infs``: ``holder.value`` is the flag as it stands now.
+
+    For a call path that reads the flags on every call without a function call of its own.
+
+    Example:
+        >>> from state_core._jax_internals import debug_flag_holders
+        >>> nans, infs = debug_flag_holders()
+        >>> nans.value, infs.value
+        (False, False)
+    """
+    if _debug_nans is None:  # pragma: no cover - exercised only on an incompatible JAX
+        return _PublicFlag("jax_debug_nans"), _PublicFlag("jax_debug_infs")  # type: ignore[unreachable]
+    return _debug_nans, _debug_infs
+
+
 def is_eager() -> bool:
     """True when no JAX transformation is tracing in this thread (plain eager execution).
 

@@ -26,6 +26,7 @@ __all__ = [
     "state_signature",
     "states_match",
     "values_unchanged",
+    "value_token",
     "reference_avals",
     "positional_key",
     "trace_context",
@@ -177,7 +178,7 @@ def values_unchanged(values: list[Any], sigs: Sequence[Any], ref: list[Any] | No
     """
     if ref is not None:
         # A plain list: plain arrays only (their avals); else typed keys are among them.
-        tokens = list(map(getattr, values, _AVAL, _NONE)) if type(ref) is list else list(map(_value_token, values))
+        tokens = list(map(getattr, values, _AVAL, _NONE)) if type(ref) is list else list(map(value_token, values))
         if tokens == ref:  # identity first, element by element; equal tokens mean equal signatures
             return True
     if not states_match(values, sigs):
@@ -191,7 +192,7 @@ class _TokensWithKeys(list):  # type: ignore[type-arg]
     """Reference tokens of values that include typed keys (``values_unchanged`` reads them one by one)."""
 
 
-def _value_token(value: Any) -> Any:
+def value_token(value: Any) -> Any:
     """What stands for ``value``'s signature in ``values_unchanged``: an aval, a key token, or None."""
     t = type(value)
     if t is _ArrayImpl:
@@ -210,7 +211,7 @@ def reference_avals(values: Sequence[Any]) -> list[Any] | None:
     """
     if all(type(v) is _ArrayImpl for v in values):
         return [v.aval for v in values]
-    tokens = _TokensWithKeys(map(_value_token, values))
+    tokens = _TokensWithKeys(map(value_token, values))
     if any(token is None for token in tokens):
         return None
     return tokens

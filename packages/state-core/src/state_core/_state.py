@@ -12,7 +12,7 @@ from typing import Any, Generic, TypeVar
 import jax
 import numpy as np
 
-from ._context import CTX, GENERATION, user_call_site
+from ._context import CTX, GENERATION, OPEN_STACKS, user_call_site
 from ._errors import StateLeakError
 from ._jax_internals import EVAL_TRACE, TRACE_STATE, current_trace, is_eager, is_tracer
 from ._plain_trace_reads import check_plain_trace_access, note_born_in_plain_trace
@@ -246,7 +246,7 @@ class State(StateDisplay, HookMethods, Generic[T]):
         """
         if self._leaked_at is not None:
             self._check_leaked()
-        stacks = CTX.stacks
+        stacks = CTX.stacks if OPEN_STACKS.value else ()  # (no thread traces: no thread-local lookup)
         if stacks:
             if len(stacks) > self._level:
                 for stack in stacks[self._level :]:

@@ -24,7 +24,7 @@ import jax
 from ._cache import DEFAULT_CACHE_SIZE, FunctionRecord, register_cache_owner
 from ._call_contexts import call_contexts_unchanged, recording_call_contexts
 from ._call_signature import CallSignature, positions_of_names
-from ._context import CTX, GENERATION
+from ._context import CTX, GENERATION, OPEN_STACKS
 from ._donation import donation_min_bytes
 from ._graph import graph_roots, graph_states, snapshot_graph
 from ._identity import Unshareable
@@ -434,13 +434,21 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
         # The steady case inline (cached signature, unchanged object graph, eager):
         # the same checks as _resolve, without its calls; the runner checks the
         # states. Anything else: _resolve.
-        if self._no_statics and not CTX.stacks:
+        if self._no_statics and not (OPEN_STACKS.value and CTX.stacks):
             leaves: Sequence[Any] = args
+            cache = self._cache
+            entry = None
             if kwargs:
                 key, leaves = self._argument_key(args, kwargs)
             elif len(args) == 1 and type(args[0]) is _ArrayImpl:
                 aval = args[0].aval
-                key = ((aval.shape, aval.dtype, aval.weak_type),)
+                # Arrays that one program makes share their aval object from call to
+                # call, so the aval's identity stands for the key (see TraceCache.remember_aval).
+                known = cache._by_aval.get(id(aval))
+                if known is not None and known[0] is aval:
+                    entry = known[1]
+                else:
+                    key = ((aval.shape, aval.dtype, aval.weak_type),)
             else:
                 for a in args:
                     if type(a) is not _ArrayImpl:
@@ -448,13 +456,16 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
                         break
                 else:
                     key = positional_key(args)
-            entry = self._cache._entries.get(key)
-            if entry is None and not self._shared:
-                # A transformation built inline for this call: the programs of an equal
-                # one are found without the slow path (signature and states checked again).
-                self._adopt_shared_record()
-                entry = self._cache._entries.get(key)
-            cache = self._cache
+            if entry is None:
+                entry = cache._entries.get(key)
+                if entry is None and not self._shared:
+                    # A transformation built inline for this call: the programs of an equal
+                    # one are found without the slow path (signature and states checked again).
+                    self._adopt_shared_record()
+                    cache = self._cache
+                    entry = cache._entries.get(key)
+                if entry is not None and len(args) == 1 and not kwargs and type(args[0]) is _ArrayImpl:
+                    cache.remember_aval(args[0].aval, entry)
             if entry is not None:
                 if entry is not cache._hit:
                     cache.touch(entry)
@@ -464,6 +475,7 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
                     out = entry.runner(leaves, self._who)  # type: ignore[misc]  # set before caching
                     if out is not STATES_CHANGED:
                         return out
+                cache._by_aval.clear()  # resolved again below
         first_call, self._called = not self._called, True
         while True:
             entry, leaves = self._lookup(args, kwargs)

@@ -8,7 +8,7 @@ from typing import Any, Literal, overload
 
 import jax
 
-from ._context import CTX, PRIVATE_LOCK, PRIVATE_THREADS
+from ._context import CTX, OPEN_STACKS, PRIVATE_LOCK, PRIVATE_THREADS
 from ._errors import StateLeakError
 from ._filter import to_predicate
 from ._jax_internals import current_trace, is_eager, is_tracer
@@ -175,6 +175,7 @@ class StateTraceStack:
             raise RuntimeError("A StateTraceStack cannot be entered twice at the same time.")
         self._active = True
         self._jax_trace = current_trace()
+        OPEN_STACKS.add(1)
         CTX.stacks.append(self)
         return self
 
@@ -189,9 +190,11 @@ class StateTraceStack:
                 return
             while stacks[-1] is not self:
                 inner = stacks.pop()
+                OPEN_STACKS.add(-1)
                 inner._active = False
                 inner._release_created_states(len(stacks))
         stacks.pop()
+        OPEN_STACKS.add(-1)
         self._active = False
         self._release_created_states(len(stacks))
         if self._is_jaxpr_trace and isinstance(exc[1], jax.errors.TracerBoolConversionError):

@@ -1,0 +1,190 @@
+"""The steady call of a plain program (arrays in, no lock, placement or donation) behaves as the general one.
+
+Its shortcuts (a program found by its argument's aval object, states checked by
+aval identity, results stored without the general write-back) must give the same
+results, errors and state values as the general path, whatever happens between
+calls.
+"""
+
+import threading
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+
+import state_core._replay as replay_module
+import state_core._signature as signature_module
+from state_core import State, StatefulFunction, StateLeakError, StateTraceStack
+from state_core._context import OPEN_STACKS
+
+
+def _accumulator(*states):
+    traced = []
+
+    def step(x):
+        traced.append(1)
+        total = x
+        for s in states:
+            s.value = s.value + x
+            total = total + s.value
+        return total
+
+    return StatefulFunction(step), traced
+
+
+def _steady(*states, x=None):
+    """An accumulator over ``states`` called twice with ``x``: its next call with ``x`` is a steady one."""
+    f, traced = _accumulator(*states)
+    x = jnp.ones(2) if x is None else x
+    f(x)
+    f(x)
+    return f, traced, x
+
+
+def test_steady_calls_give_the_general_paths_results_without_its_checks(count_calls):
+    a, b = State(jnp.zeros(3), name="a"), State(jnp.ones(3), name="b")
+    f, traced, x = _steady(a, b, x=jnp.ones(3))
+    writes = count_calls(replay_module, "write_state_values")
+    matches = count_calls(signature_module, "states_match")
+    for _ in range(3):
+        out = f(x)
+    # a: 1..5, b: 2..6 after five calls; the output is x + a + b.
+    assert_allclose(np.asarray(out), np.full(3, 1.0 + 5.0 + 6.0))
+    assert_allclose(np.asarray(a.value), np.full(3, 5.0))
+    assert_allclose(np.asarray(b.value), np.full(3, 6.0))
+    assert traced == [1]
+    assert matches == []
+    assert len(writes) == 3  # two states: the one all-or-nothing write-back, nothing else
+
+
+def test_one_state_is_stored_directly_and_read_only_states_are_passed(count_calls):
+    w = State(jnp.full(2, 3.0), name="w")  # read only
+    acc = State(jnp.zeros(2), name="acc")
+
+    def step(x):
+        acc.value = acc.value + x * w.value
+        return acc.value.sum()
+
+    f = StatefulFunction(step)
+    x = jnp.ones(2)
+    f(x)
+    writes = count_calls(replay_module, "write_state_values")
+    outs = [float(f(x)) for _ in range(3)]
+    assert outs == [12.0, 18.0, 24.0]
+    assert_allclose(np.asarray(acc.value), [12.0, 12.0])
+    assert_allclose(np.asarray(w.value), [3.0, 3.0])
+    assert writes == []
+
+
+def test_a_program_that_writes_no_state_returns_its_output():
+    w = State(jnp.arange(3.0), name="w")
+    f = StatefulFunction(lambda x: (x * w.value).sum())
+    x = jnp.ones(3)
+    assert [float(f(x)) for _ in range(3)] == [3.0, 3.0, 3.0]
+    assert_allclose(np.asarray(w.value), [0.0, 1.0, 2.0])
+
+
+def test_a_state_resized_between_steady_calls_is_traced_again():
+    s = State(jnp.zeros(2), name="s")
+    f, traced, _ = _steady(s)
+    s.value = jnp.zeros(3)  # another shape: the cached program no longer fits
+    assert_allclose(np.asarray(f(jnp.ones(3))), np.full(3, 2.0))
+    assert_allclose(np.asarray(s.value), np.ones(3))
+    assert len(traced) == 2
+
+
+def test_a_plain_jax_jit_around_a_steady_call_refuses_to_leak_and_keeps_the_state():
+    s = State(jnp.zeros(2), name="kept")
+    f, _, x = _steady(s)
+    with pytest.raises(StateLeakError, match="kept"):
+        jax.jit(f)(x)  # the tracer has x's very aval object
+    assert not isinstance(s.value, jax.core.Tracer)
+    assert_allclose(np.asarray(s.value), [2.0, 2.0])
+    f(x)
+    assert_allclose(np.asarray(s.value), [3.0, 3.0])
+
+
+def test_jax_debug_nans_applies_to_steady_calls_and_keeps_the_state():
+    s = State(jnp.zeros(2), name="s")
+
+    def step(x):
+        s.value = s.value + jnp.log(x)
+        return s.value
+
+    f = StatefulFunction(step)
+    good, bad = jnp.ones(2), -jnp.ones(2)
+    f(good)
+    f(good)
+    assert_allclose(np.asarray(f(bad)), [np.nan, np.nan])  # the flag off: NaN comes out
+    s.value = jnp.zeros(2)
+    with jax.debug_nans(True), pytest.raises(FloatingPointError):
+        f(bad)
+    assert_allclose(np.asarray(s.value), [0.0, 0.0])
+
+
+def test_an_argument_on_another_device_names_the_state_and_the_argument():
+    v = State(jax.device_put(jnp.ones(3), jax.devices()[1]), name="v")
+    f, _, _ = _steady(v, x=jax.device_put(jnp.ones(3), jax.devices()[1]))
+    with pytest.raises(ValueError, match=r"State 'v' lies on device 1 but argument args\[0\] lies on device 2"):
+        f(jax.device_put(jnp.ones(3), jax.devices()[2]))
+    assert_allclose(np.asarray(v.value), [3.0, 3.0, 3.0])
+    assert v.value.devices() == {jax.devices()[1]}
+
+
+def test_a_cleared_cache_forgets_the_programs_found_by_aval_identity():
+    s = State(jnp.zeros(2), name="s")
+    f, traced, x = _steady(s)
+    f.clear_cache()
+    f(x)
+    f(x)
+    assert len(traced) == 2
+    assert_allclose(np.asarray(s.value), np.full(2, 4.0))
+
+
+def test_the_open_trace_count_follows_every_thread_and_failure():
+    assert OPEN_STACKS.value == 0
+    with StateTraceStack():
+        with StateTraceStack():
+            assert OPEN_STACKS.value == 2
+        assert OPEN_STACKS.value == 1
+    assert OPEN_STACKS.value == 0
+
+    def bad(x):
+        raise ValueError("boom")
+
+    with pytest.raises(ValueError, match="boom"):
+        StatefulFunction(bad)(jnp.ones(2))
+    assert OPEN_STACKS.value == 0
+
+    # An exception unwinding blocks out of order closes the abandoned one too.
+    outer, inner = StateTraceStack(), StateTraceStack()
+    outer.__enter__()
+    inner.__enter__()
+    outer.__exit__(RuntimeError, RuntimeError("unwinding"), None)
+    assert OPEN_STACKS.value == 0
+
+
+def test_steady_calls_run_while_another_thread_traces():
+    s = State(jnp.zeros(2), name="s")
+    f, _, x = _steady(s)
+    inside, release = threading.Event(), threading.Event()
+
+    def slow(y):
+        inside.set()
+        release.wait(30)
+        return y * 2
+
+    worker = threading.Thread(target=lambda: StatefulFunction(slow)(jnp.ones(2)))
+    worker.start()
+    try:
+        assert inside.wait(30)
+        assert OPEN_STACKS.value >= 1  # the other thread's trace is open
+        outs = [f(x) for _ in range(3)]
+    finally:
+        release.set()
+        worker.join(30)
+    assert_allclose(np.asarray(outs[-1]), np.full(2, 6.0))
+    assert_allclose(np.asarray(s.value), np.full(2, 5.0))
+    assert OPEN_STACKS.value == 0
