@@ -261,11 +261,26 @@ def each_on_one_device(*groups: Sequence[Any]) -> bool:
 _PLAIN_VALUES = (int, float, complex, bool, np.ndarray, np.generic)
 
 
-try:  # JAX's NaN / Inf checking flags, read cheaply on every donating call
+class _PublicFlag:
+    """A JAX flag read through ``jax.config`` (the slow, public way), with a ``value`` like JAX's own holders."""
+
+    __slots__ = ("_name",)
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    @property
+    def value(self) -> bool:
+        return bool(getattr(jax.config, self._name))
+
+
+_debug_nans: Any
+_debug_infs: Any
+try:  # JAX's NaN / Inf checking flags, read cheaply on every cached call
     from jax._src.config import debug_infs as _debug_infs
     from jax._src.config import debug_nans as _debug_nans
 except ImportError:  # pragma: no cover - exercised only on an incompatible JAX
-    _debug_nans = _debug_infs = None  # type: ignore[assignment]
+    _debug_nans, _debug_infs = _PublicFlag("jax_debug_nans"), _PublicFlag("jax_debug_infs")
 
 _get_concrete_mesh: Callable[[], Any] | None
 try:  # the mesh set with ``jax.set_mesh``, readable inside a trace (``jax.sharding.get_mesh`` is not)
@@ -399,30 +414,12 @@ def mesh_type(aval: Any) -> Any:
 
 def debug_flags() -> tuple[bool, bool]:
     """``(jax_debug_nans, jax_debug_infs)`` as they stand now (set by ``jax.config`` or a context manager)."""
-    if _debug_nans is None:  # pragma: no cover - incompatible JAX: read the public (slower) way
-        config: Any = jax.config  # type: ignore[unreachable]
-        return bool(config.jax_debug_nans), bool(config.jax_debug_infs)
     return bool(_debug_nans.value), bool(_debug_infs.value)
 
 
 def debugging_nans_or_infs() -> bool:
     """True while ``jax_debug_nans`` or ``jax_debug_infs`` is on (by ``jax.config`` or its context managers)."""
-    if _debug_nans is None:  # pragma: no cover - incompatible JAX: read the public (slower) way
-        return bool(jax.config.jax_debug_nans or jax.config.jax_debug_infs)  # type: ignore[unreachable]
     return bool(_debug_nans.value or _debug_infs.value)
-
-
-class _PublicFlag:
-    """A JAX flag read through ``jax.config`` (the slow, public way), with a ``value`` like JAX's own holders."""
-
-    __slots__ = ("_name",)
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-
-    @property
-    def value(self) -> bool:
-        return bool(getattr(jax.config, self._name))
 
 
 def debug_flag_holders() -> tuple[Any, Any]:
@@ -436,8 +433,6 @@ def debug_flag_holders() -> tuple[Any, Any]:
         >>> nans.value, infs.value
         (False, False)
     """
-    if _debug_nans is None:  # pragma: no cover - exercised only on an incompatible JAX
-        return _PublicFlag("jax_debug_nans"), _PublicFlag("jax_debug_infs")  # type: ignore[unreachable]
     return _debug_nans, _debug_infs
 
 
@@ -465,8 +460,6 @@ def eager_and_not_debugging() -> bool:
     """``is_eager()`` and not ``debugging_nans_or_infs()``, in one call (every donating call asks both)."""
     if TRACE_STATE.value is not EVAL_TRACE and not is_eager():
         return False
-    if _debug_nans is None:  # pragma: no cover - incompatible JAX: read the public (slower) way
-        return not debugging_nans_or_infs()  # type: ignore[unreachable]
     return not (_debug_nans.value or _debug_infs.value)
 
 

@@ -444,8 +444,8 @@ def _plain_runner(
                 raise
             if type(new_values[0]) is _ArrayImpl:
                 state._value = new_values[0]
-            else:
-                write(new_values, who)
+            else:  # a tracer would leak: the general write-back refuses it
+                write_state_values(write_back, new_values, who)
             return out
 
         return plain_run_one

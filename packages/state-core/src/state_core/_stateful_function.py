@@ -438,6 +438,7 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
             leaves: Sequence[Any] = args
             cache = self._cache
             entry = None
+            aval = None  # the one array argument's aval, when that is the whole call
             if kwargs:
                 key, leaves = self._argument_key(args, kwargs)
             elif len(args) == 1 and type(args[0]) is _ArrayImpl:
@@ -464,8 +465,8 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
                     self._adopt_shared_record()
                     cache = self._cache
                     entry = cache._entries.get(key)
-                if entry is not None and len(args) == 1 and not kwargs and type(args[0]) is _ArrayImpl:
-                    cache.remember_aval(args[0].aval, entry)
+                if entry is not None and aval is not None:
+                    cache.remember_aval(aval, entry)
             if entry is not None:
                 if entry is not cache._hit:
                     cache.touch(entry)
