@@ -9,33 +9,18 @@ from numpy.testing import assert_array_equal
 
 from state_random import RandomState, split_for_lanes
 
-_COMPILES: list[str] = []
-_LISTENING = [False]
-
-
-def _on_event(event, duration, **kwargs):
-    if _LISTENING[0] and "backend_compile" in event:
-        _COMPILES.append(event)
-
-
-jax.monitoring.register_event_duration_secs_listener(_on_event)
-
 
 def _data(key):
     return np.asarray(jr.key_data(key))
 
 
-def test_an_eager_split_for_a_new_lane_count_compiles_one_program():
+def test_an_eager_split_for_a_new_lane_count_compiles_one_program(count_compiles):
     key = jr.key(5)
     jax.block_until_ready(key)
-    _COMPILES.clear()
-    _LISTENING[0] = True
-    try:
+    with count_compiles() as compiles:
         lanes, nxt = RandomState(key).split_across_lanes(key, 53)  # a lane count no other test uses
         jax.block_until_ready((lanes, nxt))
-    finally:
-        _LISTENING[0] = False
-    assert len(_COMPILES) == 1  # (op by op: a split, three slices and a second split)
+    assert len(compiles) == 1  # (op by op: a split, three slices and a second split)
     parts = jr.split(key, 54)
     assert_array_equal(_data(lanes), _data(parts[1:]))
     assert_array_equal(_data(nxt), _data(jr.split(parts[0], 2)[1]))

@@ -5,6 +5,11 @@ Von Mises, Zipf, hypergeometric and log-series are missing from ``jax.random``;
 that one returns NaN. Each takes one key and works under ``jit``/``vmap``;
 rejection samplers loop with ``lax.while_loop`` until every element is accepted,
 so their acceptance tests must stay finite for every parameter value.
+
+Each is a ``jax.jit`` function with the output shape and dtype static. An eager
+draw then compiles once per signature: an eager ``lax.while_loop`` traces and
+compiles its loop anew on every call (its body is a new closure each time),
+~0.4-0.8 s per draw on CPU.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ __all__ = ["vonmises_centered", "zipf", "hypergeometric", "logseries", "multivar
 _VONMISES_NORMAL_KAPPA = 1e6
 
 
+@partial(jax.jit, static_argnums=(2, 3))
 def vonmises_centered(key: jax.Array, kappa: Any, shape: tuple[int, ...], dtype: Any) -> jax.Array:
     """Von Mises angles in ``[-pi, pi]`` with mean 0 (Best & Fisher 1979 rejection sampler).
 
@@ -63,6 +69,7 @@ def vonmises_centered(key: jax.Array, kappa: Any, shape: tuple[int, ...], dtype:
     return jnp.where(tiny, flat, jnp.where(huge, narrow, theta))
 
 
+@partial(jax.jit, static_argnums=(2, 3))
 def zipf(key: jax.Array, a: Any, shape: tuple[int, ...], dtype: Any) -> jax.Array:
     """Zipf samples ``>= 1`` for ``a > 1`` (Devroye's rejection method, as in NumPy); ``a = inf`` gives 1."""
     a = jnp.broadcast_to(jnp.asarray(a, jnp.float32), shape)
@@ -89,6 +96,7 @@ def zipf(key: jax.Array, a: Any, shape: tuple[int, ...], dtype: Any) -> jax.Arra
     return out.astype(dtype)
 
 
+@partial(jax.jit, static_argnums=(4, 5))
 def hypergeometric(
     key: jax.Array, ngood: Any, nbad: Any, nsample: Any, shape: tuple[int, ...], dtype: Any
 ) -> jax.Array:
@@ -117,6 +125,7 @@ def hypergeometric(
     return out.astype(dtype)
 
 
+@partial(jax.jit, static_argnums=(2, 3))
 def logseries(key: jax.Array, p: Any, shape: tuple[int, ...], dtype: Any) -> jax.Array:
     """Logarithmic-series samples ``>= 1`` for ``0 < p < 1`` (Kemp's second algorithm)."""
     p = jnp.broadcast_to(jnp.asarray(p, jnp.float32), shape)
