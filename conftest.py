@@ -1,5 +1,5 @@
 """Shared by every test directory: how docstring examples compare the numbers XLA computes;
-a fixture that restores Python's default recursion limit.
+a fixture that restores Python's default recursion limit; the ``integration`` marker.
 
 The policy for recorded numbers. A docstring example shows what a function prints,
 and for floating-point results that is what one jaxlib's compiler computes: XLA
@@ -29,6 +29,7 @@ import doctest
 import re
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -73,6 +74,17 @@ class Float32OutputChecker(doctest.OutputChecker):
             return False
         # ... and each number with the bound.
         return all(numbers_close(w, g) for w, g in zip(wanted, found, strict=True))
+
+
+_INTEGRATION = Path(__file__).resolve().parent / "tests-integration"
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects by markers
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test under ``tests-integration/`` ``integration`` (``hatch run test`` selects by it)."""
+    for item in items:
+        if _INTEGRATION in item.path.parents:
+            item.add_marker(pytest.mark.integration)
 
 
 @pytest.fixture

@@ -64,9 +64,11 @@ def test_each_step_names_a_script_of_a_pinned_environment(both_ends):
     config = both_ends.load_hatch_config()
     assert [(s.env, both_ends.pinned_python(s.env, config)) for s in both_ends.TEST_STEPS] == [
         ("newest", "3.13"),
+        ("newest", "3.13"),
         ("lowest", "3.11"),
     ]
-    for step in both_ends.TEST_STEPS:
+    assert [s.env for s in both_ends.TEST_STEPS_WITH_ARGS] == ["newest", "lowest"]
+    for step in (*both_ends.TEST_STEPS, *both_ends.TEST_STEPS_WITH_ARGS):
         assert step.script in config["envs"][step.env]["scripts"]
     # Environments that build on an end inherit its Python; the launcher has none.
     assert both_ends.pinned_python("compare", config) == "3.13"
@@ -112,7 +114,9 @@ def _missing_newest(both_ends, monkeypatch, ran):
     monkeypatch.setattr(both_ends, "check_hatch", lambda hatch: None)
     monkeypatch.setattr(both_ends.shutil, "which", lambda name: "/usr/bin/hatch" if name == "hatch" else None)
     monkeypatch.setattr(both_ends, "find_python", lambda version, hatch=None: None if version == "3.13" else "/py")
-    monkeypatch.setattr(both_ends, "run_script", lambda hatch, env, script, args, python: ran.append(env) or 0)
+    monkeypatch.setattr(
+        both_ends, "run_script", lambda hatch, env, script, args, python, unoptimised: ran.append(env) or 0
+    )
     monkeypatch.setattr(both_ends, "start_env_creation", _FakePreparation)
 
 
@@ -138,7 +142,8 @@ def test_the_other_end_still_runs_and_ci_fails_without_both(both_ends, monkeypat
     assert ran == ["lowest"]
     err = capsys.readouterr().err
     assert "NOT RUN  newest: the newest end (Python 3.13) did not run" in err
-    assert "passed   lowest: the package suites, Python 3.11" in err
+    assert "passed   lowest: the package suites, compiled unoptimised, Python 3.11" in err
+    assert err.count("NOT RUN  newest") == 1  # one line for the end, not one per step
     assert ("CI runs both ends" in err) is bool(ci)
 
 
@@ -152,7 +157,7 @@ def test_a_failing_end_fails_the_command_after_both_ran(both_ends, monkeypatch, 
     monkeypatch.setattr(
         both_ends,
         "run_script",
-        lambda hatch, env, script, args, python: (
+        lambda hatch, env, script, args, python, unoptimised: (
             ran.append((env, args)) or events.append(("run", env)) or int(env == "newest")
         ),
     )
@@ -161,6 +166,67 @@ def test_a_failing_end_fails_the_command_after_both_ran(both_ends, monkeypatch, 
     assert "FAILED (exit 1) newest" in capsys.readouterr().err
     # The lowest end's environment is made while the newest end runs, and ready before its step.
     assert events == [("create", "lowest"), ("run", "newest"), ("waited", "lowest"), ("run", "lowest")]
+
+
+def test_without_arguments_the_package_suites_compile_unoptimised_and_the_rest_keeps_xla_defaults(
+    both_ends, monkeypatch, capsys
+):
+    ran: list[tuple[str, str, bool]] = []
+    monkeypatch.setattr(both_ends, "check_hatch", lambda hatch: None)
+    monkeypatch.setattr(both_ends.shutil, "which", lambda name: "/usr/bin/hatch")
+    monkeypatch.setattr(both_ends, "find_python", lambda version, hatch=None: "/py")
+    events = _FakePreparation.events = []
+    monkeypatch.setattr(both_ends, "start_env_creation", _FakePreparation)
+
+    def run_script(hatch, env, script, args, python, unoptimised):
+        ran.append((env, script, unoptimised))
+        events.append(("run", env))
+        return 0
+
+    monkeypatch.setattr(both_ends, "run_script", run_script)
+    assert both_ends.run_test([]) == 0
+    assert ran == [
+        ("newest", "package-suites", True),
+        ("newest", "user-facing", False),
+        ("lowest", "package-suites", True),
+    ]
+    # Only the other end's environment is made in the background (the first end's own
+    # `hatch run` makes its environment), and it is waited for once.
+    assert events == [
+        ("create", "lowest"),
+        ("run", "newest"),
+        ("run", "newest"),
+        ("waited", "lowest"),
+        ("run", "lowest"),
+    ]
+    assert "passed   newest: integration, docs and types, with XLA's defaults" in capsys.readouterr().err
+
+
+def test_the_newest_ends_two_parts_select_the_whole_suite_once():
+    # Every package test runs in `package-suites` unless it is `docs`; `user-facing` takes
+    # exactly the `docs` ones and every test under tests-integration/ (marked `integration`).
+    scripts = tomllib.loads((ROOT / "hatch.toml").read_text())["envs"]["newest"]["scripts"]
+    assert scripts["package-suites"] == "pytest -n 2 --dist worksteal -m 'not docs' {root}/packages {args}"
+    assert scripts["user-facing"] == (
+        "pytest -n 2 --dist worksteal -m 'integration or docs' {root}/tests-integration {root}/packages {args}"
+    )
+    assert "integration" in (ROOT / "pytest.ini").read_text()
+
+
+def test_integration_tests_carry_their_marker(request):
+    assert request.node.get_closest_marker("integration") is not None
+
+
+def test_unoptimised_steps_put_the_flag_first_and_keep_the_callers_flags(both_ends, monkeypatch):
+    monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/tmp/dump")
+    environ = both_ends._environ_with("/py/bin/python", unoptimised=True)
+    assert environ["XLA_FLAGS"] == "--xla_backend_optimization_level=0 --xla_dump_to=/tmp/dump"
+    assert both_ends._environ_with("/py/bin/python")["XLA_FLAGS"] == "--xla_dump_to=/tmp/dump"
+    monkeypatch.delenv("XLA_FLAGS")
+    assert both_ends._environ_with("/py/bin/python", unoptimised=True)["XLA_FLAGS"] == (
+        "--xla_backend_optimization_level=0"
+    )
+    assert "XLA_FLAGS" not in both_ends._environ_with("/py/bin/python")
 
 
 def test_a_failed_background_creation_is_shown_and_left_to_the_step(both_ends, tmp_path, capsys):

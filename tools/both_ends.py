@@ -47,17 +47,32 @@ class Step:
 
     env: str
     script: str
-    what: str  # for the summary, e.g. "the whole suite at the newest end"
+    what: str  # for the summary, e.g. "the package suites"
     takes_args: bool  # whether ``hatch run test ARGS`` passes ARGS on to it
+    unoptimised: bool = False  # whether XLA compiles without LLVM's optimiser (``UNOPTIMISED``)
 
+
+# XLA's compile is most of the package suites' time, and a quarter of it is LLVM's
+# optimiser. The package suites check our code's behaviour (what is traced, cached,
+# donated, written back, refused), which does not depend on how well XLA's generated
+# code is optimised, so they compile without it (at the newest end: 508 instead of
+# 667 s of CPU). Unoptimised code may differ from optimised code in the last bit of
+# a float, so everything users read (the docs, the docstring examples, the README,
+# the seeds' recorded numbers) and the integration suite run with XLA's defaults,
+# as users' programs do. An ``XLA_FLAGS`` of the caller's is kept, after this flag.
+UNOPTIMISED = "--xla_backend_optimization_level=0"
 
 # The newest end runs everything (docs, lint, strict types, the install test, the
 # integration suite); the lowest end runs each package's own suite (hatch.toml says
 # which tests that leaves out and why).
 TEST_STEPS = (
-    Step("newest", "suite", "the whole suite", takes_args=True),
-    Step("lowest", "package-suites", "the package suites", takes_args=False),
+    Step("newest", "package-suites", "the package suites, compiled unoptimised", takes_args=False, unoptimised=True),
+    Step("newest", "user-facing", "integration, docs and types, with XLA's defaults", takes_args=False),
+    Step("lowest", "package-suites", "the package suites, compiled unoptimised", takes_args=False, unoptimised=True),
 )
+# ``hatch run test ARGS``: the arguments choose the tests (``-k``, paths), so the
+# newest end runs them as one suite, with XLA's defaults.
+TEST_STEPS_WITH_ARGS = (Step("newest", "suite", "the suite", takes_args=True), TEST_STEPS[-1])
 
 
 def load_hatch_config(root: Path = ROOT) -> dict:
@@ -168,8 +183,11 @@ def in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 
-def _environ_with(python: str) -> dict[str, str]:
+def _environ_with(python: str, unoptimised: bool = False) -> dict[str, str]:
     """This process's environment, with ``python``'s directory first on PATH, for a Hatch call.
+
+    With ``unoptimised``, ``XLA_FLAGS`` starts with ``UNOPTIMISED`` (flags already
+    set follow it, so they win where they disagree).
 
     ``PYTHONDONTWRITEBYTECODE`` is left out: the test command starts hundreds of
     Python processes (xdist workers, docs pages, multi-process runs, the install
@@ -181,13 +199,18 @@ def _environ_with(python: str) -> dict[str, str]:
     """
     environ = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     environ["PATH"] = os.pathsep.join([str(Path(python).parent), environ.get("PATH", "")])
+    if unoptimised:
+        environ["XLA_FLAGS"] = f"{UNOPTIMISED} {environ.get('XLA_FLAGS', '')}".strip()
     return environ
 
 
-def run_script(hatch: str, env: str, script: str, args: list[str], python: str) -> int:
-    """``hatch run ENV:SCRIPT ARGS`` with ``python``'s directory first on PATH; its exit status."""
+def run_script(hatch: str, env: str, script: str, args: list[str], python: str, unoptimised: bool = False) -> int:
+    """``hatch run ENV:SCRIPT ARGS`` with ``python``'s directory first on PATH; its exit status.
+
+    ``unoptimised``: XLA compiles without LLVM's optimiser (see ``UNOPTIMISED``).
+    """
     return subprocess.run(
-        [hatch, "run", f"{env}:{script}", *args], cwd=ROOT, env=_environ_with(python), check=False
+        [hatch, "run", f"{env}:{script}", *args], cwd=ROOT, env=_environ_with(python, unoptimised), check=False
     ).returncode
 
 
@@ -256,31 +279,34 @@ def run_one(env: str, script: str, args: list[str]) -> int:
 
 
 def run_test(args: list[str]) -> int:
-    """``hatch run test``: every step of ``TEST_STEPS`` whose Python exists, then a summary."""
+    """``hatch run test``: every step of ``TEST_STEPS`` (with ARGS: ``TEST_STEPS_WITH_ARGS``) whose Python exists."""
     hatch = _usable_hatch()
     if hatch is None:
         return 2
     config = load_hatch_config()
+    steps = TEST_STEPS_WITH_ARGS if args else TEST_STEPS
     results: list[str] = []
     failed = missing = False
-    versions = [pinned_python(step.env, config) for step in TEST_STEPS]
+    versions = [pinned_python(step.env, config) for step in steps]
     pythons = [find_python(version, hatch) if version else None for version in versions]
-    # Every later end's environment is made while the first end runs.
-    preparing = {
-        step.env: start_env_creation(hatch, step.env, python)
-        for step, python in list(zip(TEST_STEPS, pythons, strict=True))[1:]
-        if python is not None
-    }
-    for step, version, python in zip(TEST_STEPS, versions, pythons, strict=True):
+    # Every other end's environment is made while the first one runs.
+    preparing: dict[str, Preparation] = {}
+    for step, python in zip(steps, pythons, strict=True):
+        if python is not None and step.env != steps[0].env and step.env not in preparing:
+            preparing[step.env] = start_env_creation(hatch, step.env, python)
+    skipped: set[str] = set()
+    for step, version, python in zip(steps, versions, pythons, strict=True):
         if python is None:
             missing = True
-            results.append(f"NOT RUN  {step.env}: {missing_python_message(step.env, version or '?')}")
+            if step.env not in skipped:
+                skipped.add(step.env)
+                results.append(f"NOT RUN  {step.env}: {missing_python_message(step.env, version or '?')}")
             continue
         if step.env in preparing:
             preparing.pop(step.env).wait()
         _say(f"{step.what} at the {step.env} end: Python {version} ({python})")
         start = time.monotonic()
-        status = run_script(hatch, step.env, step.script, args if step.takes_args else [], python)
+        status = run_script(hatch, step.env, step.script, args if step.takes_args else [], python, step.unoptimised)
         took = time.monotonic() - start
         failed = failed or status != 0
         verdict = "passed" if status == 0 else f"FAILED (exit {status})"
