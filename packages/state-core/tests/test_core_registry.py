@@ -92,3 +92,31 @@ def test_copies_of_a_state_do_not_keep_its_records():
     assert w._kept_records
     assert "_kept_records" not in copy.copy(w).__dict__
     assert "_kept_records" not in copy.deepcopy(w).__dict__
+
+
+def test_an_object_makes_no_record_before_its_first_call_and_clear_caches_reaches_what_it_traced():
+    w = State(jnp.ones(2))
+
+    def read(x):
+        return w.value.sum() + x
+
+    unused, other = StatefulFunction(read), StatefulFunction(read)
+    # Until a call looks for the shared record, every object holds the same empty one.
+    assert unused._record is other._record and len(unused._cache) == 0
+    assert StatefulFunction(read, cache_size=3)._record is not unused._record  # its own size: its own record
+    assert_allclose(np.asarray(other(1.0)), 3.0)
+    assert other._record is not unused._record and len(unused._cache) == 0  # nothing was stored in it
+    inline = StatefulFunction(read)
+    assert_allclose(np.asarray(inline(2.0)), 4.0)  # the steady path finds other's program ...
+    assert inline._record is other._record
+    assert other._last is not None  # ... and clear_caches() empties what the tracing object kept
+    state_core.clear_caches()
+    assert other._last is None and len(other._cache) == 0
+
+
+def test_an_unshareable_function_gets_a_record_of_its_own_at_its_first_call():
+    f = StatefulFunction(lambda x: x + 1)
+    empty = f._record
+    f.__engine_identity__ = lambda: None  # (as a transformation with options no key can name)
+    assert_allclose(np.asarray(f(1.0)), 2.0)
+    assert f._record is not empty and len(f._cache) == 1 and len(empty.cache) == 0

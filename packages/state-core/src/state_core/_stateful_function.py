@@ -21,7 +21,7 @@ from typing import Any, cast
 
 import jax
 
-from ._cache import DEFAULT_CACHE_SIZE, FunctionRecord, register_cache_owner
+from ._cache import FunctionRecord, register_cache_owner
 from ._call_contexts import call_contexts_unchanged, recording_call_contexts
 from ._call_signature import CallSignature, positions_of_names
 from ._context import CTX, GENERATION, OPEN_STACKS
@@ -52,6 +52,11 @@ __all__ = ["StatefulFunction"]
 _PLAIN: Strategy[TraceContext] = Strategy()
 
 _ArrayImpl = ArrayImpl
+
+
+# The record of an object that has not looked for its shared record yet. Nothing is
+# ever stored in it: every path that traces adopts a record first (``_adopt_shared_record``).
+_NOT_LOOKED_UP = FunctionRecord()
 
 
 class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
@@ -161,15 +166,17 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
         self._static_name_positions = positions_of_names(fun, strategy.static_argnames)
         self._no_statics = not (strategy.static_argnums or strategy.static_argnames)
         self.name = name if name else getattr(fun, "__name__", type(fun).__name__)  # (sets _who)
-        self._record = FunctionRecord(DEFAULT_CACHE_SIZE if cache_size is None else cache_size)
+        # A function with its own cache size does not share; others look for their
+        # shared record at the first call that finds no program, and until then hold
+        # one that stays empty: most are equal to a transformation built before (a
+        # transform built inline for every call), so a record of their own would be
+        # made and dropped for nothing.
+        self._shared = cache_size is not None
+        self._record = FunctionRecord(cache_size) if cache_size is not None else _NOT_LOOKED_UP
         self._cache = self._record.cache
         self._trace_lock = self._record.trace_lock
-        # A function with its own cache size does not share; others look for their
-        # shared record at the first call that finds no program.
-        self._shared = cache_size is not None
         self._last: CacheEntry[Any] | None = None
         self._called = False  # its first call may run a new program op by op
-        register_cache_owner(self)
 
     @property
     def name(self) -> str:
@@ -234,12 +241,11 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
 
     def _adopt_shared_record(self) -> None:
         """Use the programs of every equal transformation from now on (once, at the first miss)."""
-        self._shared = True
         identity = self.__engine_identity__()
-        if identity is None:
-            return
-        record = shared_record(identity)
+        record = FunctionRecord() if identity is None else shared_record(identity)
         self._record, self._cache, self._trace_lock = record, record.cache, record.trace_lock
+        # Last: a thread that sees it set must find the record above, never _NOT_LOOKED_UP.
+        self._shared = True
 
     # ------------------------------------------------------------------ tracing
     def _trace_once(
@@ -374,6 +380,10 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
         current shapes/dtypes of its input states and the object graph; a mismatch
         traces again (never an exception from a failed run).
         """
+        # What this path caches (its own record, ``_last``) is emptied by ``clear_caches()``;
+        # the steady path stores nothing of its own, so an object only ever called
+        # there is not registered (a shared record is, by itself).
+        register_cache_owner(self)
         key, leaves = self._call_key(args, kwargs)
         entry = self._cache.get(key)
         if entry is None and not self._shared:
