@@ -120,3 +120,32 @@ def test_an_unshareable_function_gets_a_record_of_its_own_at_its_first_call():
     f.__engine_identity__ = lambda: None  # (as a transformation with options no key can name)
     assert_allclose(np.asarray(f(1.0)), 2.0)
     assert f._record is not empty and len(f._cache) == 1 and len(empty.cache) == 0
+
+
+def test_callable_identity_compares_code_captured_values_and_defaults():
+    def make(k, scale=2.0, *, shift=1.0):
+        def f(x, a=scale, *, b=shift):
+            return x * k * a + b
+
+        return f
+
+    assert callable_identity(make(3)) == callable_identity(make(3))
+    assert callable_identity(make(3)) != callable_identity(make(4))  # a captured value
+    assert callable_identity(make(3)) != callable_identity(make(3, scale=5.0))  # a default
+    assert callable_identity(make(3)) != callable_identity(make(3, shift=0.0))  # a keyword default
+    no_defaults = lambda x: x
+    assert callable_identity(no_defaults)[4:] == (None, None)
+
+    def outer(g):
+        def h(x):
+            return g(x) + late
+
+        return h
+
+    # A captured function is named by what it computes; a cell bound later counts once bound.
+    assert callable_identity(outer(make(3))) == callable_identity(outer(make(3)))
+    assert callable_identity(outer(make(3))) != callable_identity(outer(make(4)))
+    unbound = outer(make(3))
+    before = callable_identity(unbound)
+    late = 1.0
+    assert callable_identity(unbound) != before

@@ -210,17 +210,22 @@ def callable_identity(fun: Any, depth: int = 0) -> Hashable | None:
             inner = callable_identity(fun.__func__, depth + 1)
             return None if inner is None else ("method", inner, IdentityRef(fun.__self__))
         if isinstance(fun, types.FunctionType):
-            cells = tuple(
-                _captured(c.cell_contents, depth + 1) if _cell_is_set(c) else _UNSET for c in fun.__closure__ or ()
+            # (List comprehensions, and no call for absent defaults: a transformation built
+            # inline for every call names its function once per call.)
+            closure = fun.__closure__
+            cells = (
+                tuple([_captured(c.cell_contents, depth + 1) if _cell_is_set(c) else _UNSET for c in closure])
+                if closure
+                else ()
             )
-            kwdefaults = fun.__kwdefaults__
+            defaults, kwdefaults = fun.__defaults__, fun.__kwdefaults__
             return (
                 "function",
                 fun.__code__,
                 IdentityRef(fun.__globals__),
                 cells,
-                _captured(fun.__defaults__, depth + 1),
-                None if kwdefaults is None else tuple((k, _captured(v, depth + 1)) for k, v in kwdefaults.items()),
+                None if defaults is None else _captured(defaults, depth + 1),
+                None if kwdefaults is None else tuple([(k, _captured(v, depth + 1)) for k, v in kwdefaults.items()]),
             )
         if isinstance(fun, functools.partial):
             inner = callable_identity(fun.func, depth + 1)
