@@ -86,6 +86,27 @@ def test_a_program_that_writes_no_state_returns_its_output():
     assert_allclose(np.asarray(w.value), [0.0, 1.0, 2.0])
 
 
+def test_a_program_that_only_reads_one_state_takes_the_one_state_path_and_hands_off_the_rest():
+    w = State(jax.device_put(jnp.arange(3.0), jax.devices()[1]), name="w")
+    traced = []
+
+    def read(x):
+        traced.append(1)
+        return (x * w.value).sum()
+
+    f = StatefulFunction(read)
+    x = jax.device_put(jnp.ones(3), jax.devices()[1])
+    assert [float(f(x)) for _ in range(3)] == [3.0, 3.0, 3.0]
+    (entry,) = f._cache.values()
+    assert entry.runner.__name__ == "plain_run_one" and traced == [1]
+    with pytest.raises(ValueError, match=r"State 'w' lies on device 1 but argument args\[0\] lies on device 2"):
+        f(jax.device_put(jnp.ones(3), jax.devices()[2]))
+    w.value = jax.device_put(jnp.full(1, 2.0), jax.devices()[1])  # resized: the general path traces again
+    assert float(f(x)) == 6.0
+    assert len(traced) == 2
+    assert_allclose(np.asarray(w.value), [2.0])
+
+
 def test_a_state_resized_between_steady_calls_is_traced_again():
     s = State(jnp.zeros(2), name="s")
     f, traced, _ = _steady(s)

@@ -416,7 +416,7 @@ def _plain_runner(
     out) goes to ``run`` before anything runs, so both paths behave the same.
     """
     n = len(states)
-    no_read_only: list[Any] = []  # (the program reads its argument lists, never changes them)
+    no_values: list[Any] = []  # (the program reads its argument lists, never changes them)
     written = write_back[0] if len(write_back) == 1 else None
     nans, infs = debug_flag_holders()
 
@@ -426,7 +426,9 @@ def _plain_runner(
         else:  # several states (all or nothing), or a tracer that would leak (refused there)
             write_state_values(write_back, new_values, who)
 
-    if n == 1 and n_rw == 1 and written is states[0] and not locks and type(ref_avals) is list:
+    # One array state, which the program updates (a step's own state) or only reads (parameters).
+    writes_it = n_rw == 1 and written is states[0]
+    if n == 1 and (writes_it or not write_back) and not locks and type(ref_avals) is list:
         state = states[0]
 
         def plain_run_one(leaves: Sequence[Any], who: str, eager_ok: bool = False) -> Any:
@@ -438,7 +440,10 @@ def _plain_runner(
                 return run(leaves, who, eager_ok)
             values = [value]
             try:
-                out, new_values = compiled(values, no_read_only, *leaves)
+                if writes_it:
+                    out, new_values = compiled(values, no_values, *leaves)
+                else:
+                    return compiled(no_values, values, *leaves)[0]
             except (ValueError, KeyError) as err:
                 refused(err, values, leaves, who)
                 raise
@@ -464,7 +469,7 @@ def _plain_runner(
             if list(map(tokens_of, values, *token_args)) == ref_avals:
                 try:
                     if n_rw == n:
-                        out, new_values = compiled(values, no_read_only, *leaves)
+                        out, new_values = compiled(values, no_values, *leaves)
                     else:
                         out, new_values = compiled(values[:n_rw], values[n_rw:], *leaves)
                 except (ValueError, KeyError) as err:
