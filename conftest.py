@@ -1,5 +1,6 @@
 """Shared by every test directory: how docstring examples compare the numbers XLA computes;
-a fixture that restores Python's default recursion limit; the ``integration`` marker.
+a fixture that restores Python's default recursion limit; fixtures that count calls and XLA
+compiles; the ``integration`` marker.
 
 The policy for recorded numbers. A docstring example shows what a function prints,
 and for floating-point results that is what one jaxlib's compiler computes: XLA
@@ -25,12 +26,14 @@ written beside their numbers (``tests-integration/test_integration_brainstate_ex
 
 from __future__ import annotations
 
+import contextlib
 import doctest
 import re
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
 
@@ -107,3 +110,50 @@ def default_recursion_limit() -> Iterator[int]:
         yield 1000
     finally:
         sys.setrecursionlimit(previous)
+
+
+@pytest.fixture
+def count_calls(monkeypatch: pytest.MonkeyPatch) -> Callable[[object, str], list[int]]:
+    """``count_calls(owner, name)`` wraps ``owner.name`` for the test and returns the list each call appends to."""
+
+    def install(owner: object, name: str) -> list[int]:
+        calls: list[int] = []
+        original = getattr(owner, name)
+
+        def counted(*args: object, **kwargs: object) -> object:
+            calls.append(1)
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(owner, name, counted)
+        return calls
+
+    return install
+
+
+_BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
+_COMPILES: list[str] = []
+_LISTENING = [False]
+
+
+def _on_jax_event(event: str, duration: float, **kwargs: object) -> None:
+    if _LISTENING[0] and event == _BACKEND_COMPILE:
+        _COMPILES.append(event)
+
+
+jax.monitoring.register_event_duration_secs_listener(_on_jax_event)
+
+
+@pytest.fixture
+def count_compiles() -> Callable[[], contextlib.AbstractContextManager[list[str]]]:
+    """``with count_compiles() as seen: ...``: ``len(seen)`` is the number of XLA compiles inside the block."""
+
+    @contextlib.contextmanager
+    def counting() -> Iterator[list[str]]:
+        _COMPILES.clear()
+        _LISTENING[0] = True
+        try:
+            yield _COMPILES
+        finally:
+            _LISTENING[0] = False
+
+    return counting

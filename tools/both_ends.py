@@ -59,7 +59,7 @@ class Step:
 # 667 s of CPU). Unoptimised code may differ from optimised code in the last bit of
 # a float, so everything users read (the docs, the docstring examples, the README,
 # the seeds' recorded numbers) and the integration suite run with XLA's defaults,
-# as users' programs do. An ``XLA_FLAGS`` of the caller's is kept, after this flag.
+# as users' programs do.
 UNOPTIMISED = "--xla_backend_optimization_level=0"
 
 # The newest end runs everything (docs, lint, strict types, the install test, the

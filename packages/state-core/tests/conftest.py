@@ -26,21 +26,3 @@ def _clean_context():
     CTX.strict = 0
     OPEN_STACKS.value = 0
     assert leftover == ([], [], 0, 0), f"test leaked trace context: {leftover}"
-
-
-@pytest.fixture
-def count_calls(monkeypatch):
-    """``count_calls(owner, name)`` wraps ``owner.name`` for the test and returns the list each call appends to."""
-
-    def install(owner, name):
-        calls = []
-        original = getattr(owner, name)
-
-        def counted(*args, **kwargs):
-            calls.append(1)
-            return original(*args, **kwargs)
-
-        monkeypatch.setattr(owner, name, counted)
-        return calls
-
-    return install

@@ -100,44 +100,33 @@ def test_shard_on_one_axis_of_a_2d_mesh_replicates_over_the_other(vmap_run):
     assert ens.mesh_axis == ("a",) and ens.mesh.shape == {"a": 4, "b": 2}
 
 
-_COMPILES = []
-
-
-def _count_compiles(event, duration, **kwargs):
-    if event == "/jax/core/compile/backend_compile_duration":
-        _COMPILES.append(event)
-
-
-jax.monitoring.register_event_duration_secs_listener(_count_compiles)
-
-
 @pytest.mark.parametrize("behavior", ["pmap", "shard"])
-def test_update_is_traced_and_compiled_once(behavior):
+def test_update_is_traced_and_compiled_once(behavior, count_compiles):
     module = Noisy()
     ens = Map(module, init_map_size=N, behavior=behavior)
     ens.init_all_states()
     x = jnp.ones((N, 3))
     ens(x)  # traces and compiles
     ens(x)  # at most the in-place form of the same program
-    _COMPILES.clear()
-    for _ in range(3):
-        ens(x)
-    assert _COMPILES == []
+    with count_compiles() as compiles:
+        for _ in range(3):
+            ens(x)
+    assert compiles == []
     assert module.traces == 1
 
 
-def test_pmap_with_one_member_per_device_compiles_once():
+def test_pmap_with_one_member_per_device_compiles_once(count_compiles):
     module = Noisy()
     ens = Map(module, init_map_size=N_DEV, behavior="pmap", axis_name="d")
     ens.init_all_states()
     x = jnp.ones((N_DEV, 3))
-    _COMPILES.clear()
-    ens(x)
-    ens(x)  # the program, then at most its in-place form (the states' buffers donated)
-    first = len(_COMPILES)
-    ens(x)
-    ens(x)
-    assert first >= 1 and len(_COMPILES) == first  # later calls reuse them
+    with count_compiles() as compiles:
+        ens(x)
+        ens(x)  # the program, then at most its in-place form (the states' buffers donated)
+        first = len(compiles)
+        ens(x)
+        ens(x)
+    assert first >= 1 and len(compiles) == first  # later calls reuse them
     assert module.traces == 1
 
 
@@ -358,7 +347,7 @@ def test_many_members_inside_jit_and_vmap2_equal_vmap():
     assert not np.array_equal(results["pmap"][0], results["pmap"][1])  # new draws on the second call
 
 
-def test_pmap2_new_states_is_eager_and_draws_like_vmap2_new_states():
+def test_pmap2_new_states_is_eager_and_draws_like_vmap2_new_states(count_compiles):
     import state_transform
 
     def init(fn, **kwargs):
@@ -369,9 +358,9 @@ def test_pmap2_new_states_is_eager_and_draws_like_vmap2_new_states():
 
     reference = init(state_transform.vmap2_new_states)
     init(state_transform.pmap2_new_states)  # JAX compiles its library primitives once
-    _COMPILES.clear()
-    module = init(state_transform.pmap2_new_states)
-    assert _COMPILES == []  # nothing compiled for a one-shot init
+    with count_compiles() as compiles:
+        module = init(state_transform.pmap2_new_states)
+    assert compiles == []  # nothing compiled for a one-shot init
     np.testing.assert_array_equal(module.w.value, reference.w.value)
     _check_per_device(module.w.value, 1)
     assert module.h.value.shape == (3, N_DEV) and module.h.value.sharding.spec == P(None, "copies")

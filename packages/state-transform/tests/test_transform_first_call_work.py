@@ -20,18 +20,6 @@ from state_transform import grad, jit, vmap2, vmap2_new_states
 SHORT = OfType(ShortTermState)
 
 
-def _counting(monkeypatch, owner, name):
-    calls = []
-    original = getattr(owner, name)
-
-    def counted(*args, **kwargs):
-        calls.append(1)
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(owner, name, counted)
-    return calls
-
-
 def _bank(n):
     states = [ShortTermState(jnp.zeros((4, 2)) + i, name=f"s{i}") for i in range(n)]
 
@@ -52,10 +40,10 @@ def gate():
     set_donation_min_bytes(before)
 
 
-def test_vmap2_first_call_describes_no_state(monkeypatch):
+def test_vmap2_first_call_describes_no_state(count_calls):
     # Every mapped state used to be described (a label per state, made three times)
     # for messages that a call which succeeds never shows.
-    described = _counting(monkeypatch, State, "describe")
+    described = count_calls(State, "describe")
     states, step = _bank(20)
     out = vmap2(step, state_in_axes={0: SHORT}, state_out_axes={0: SHORT})(jnp.ones((4, 2)))
     assert described == []
@@ -103,7 +91,7 @@ def test_state_read_and_written_on_other_axes_still_named():
 
 
 @pytest.mark.parametrize("kind", ["jit", "vmap2", "StatefulFunction"])
-def test_no_donating_program_is_built_below_the_size_gate(monkeypatch, kind, gate):
+def test_no_donating_program_is_built_below_the_size_gate(count_calls, kind, gate):
     # A second jax.jit object (the donating form) used to be built, then dropped.
     set_donation_min_bytes(1 << 20)
     states, step = _bank(2)
@@ -112,7 +100,7 @@ def test_no_donating_program_is_built_below_the_size_gate(monkeypatch, kind, gat
         "vmap2": lambda f: vmap2(f, state_in_axes={0: SHORT}, state_out_axes={0: SHORT}),
         "StatefulFunction": StatefulFunction,
     }[kind]
-    jits = _counting(monkeypatch, jax, "jit")
+    jits = count_calls(jax, "jit")
     f = wrap(step)
     f(jnp.ones((4, 2)))
     assert len(jits) == 1
@@ -120,10 +108,10 @@ def test_no_donating_program_is_built_below_the_size_gate(monkeypatch, kind, gat
     assert_allclose(states[1].value, jnp.full((4, 2), 1.5))
 
 
-def test_donating_program_still_built_above_the_gate(monkeypatch, gate):
+def test_donating_program_still_built_above_the_gate(count_calls, gate):
     set_donation_min_bytes(0)
     states, step = _bank(2)
-    jits = _counting(monkeypatch, jax, "jit")
+    jits = count_calls(jax, "jit")
     f = jit(step)
     f(jnp.ones((4, 2)))
     assert len(jits) == 2  # the program and its donating form
@@ -131,9 +119,9 @@ def test_donating_program_still_built_above_the_gate(monkeypatch, gate):
     assert_allclose(states[0].value, jnp.ones((4, 2)))
 
 
-def test_first_call_walks_the_jaxpr_for_callbacks_once(monkeypatch, gate):
+def test_first_call_walks_the_jaxpr_for_callbacks_once(count_calls, gate):
     set_donation_min_bytes(0)
-    walks = _counting(monkeypatch, stateful_function_module, "may_fail_at_run_time")
+    walks = count_calls(stateful_function_module, "may_fail_at_run_time")
     states, step = _bank(3)
     jit(step)(jnp.ones((4, 2)))
     assert walks == [1]

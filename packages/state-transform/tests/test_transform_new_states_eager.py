@@ -10,17 +10,6 @@ import state_random
 from state_core import ParamState, ShortTermState, State, StateLeakError
 from state_transform import vmap2_new_states
 
-_COMPILES: list = []
-_LISTENING = [False]
-
-
-def _on_event(event, duration, **kwargs):
-    if _LISTENING[0] and "backend_compile" in event:
-        _COMPILES.append(event)
-
-
-jax.monitoring.register_event_duration_secs_listener(_on_event)
-
 
 class Layer:
     def __init__(self):
@@ -51,16 +40,12 @@ def test_random_init_follows_the_lane_key_rules_and_runs_once():
     assert np.array_equal(jax.random.key_data(state_random.DEFAULT.value), jax.random.key_data(next_key))
 
 
-def test_a_second_initialisation_compiles_nothing():
+def test_a_second_initialisation_compiles_nothing(count_compiles):
     vmap2_new_states(Layer(), {"n": 6}, axis_size=7)  # warm JAX's caches
-    _COMPILES.clear()
-    _LISTENING[0] = True
-    try:
+    with count_compiles() as compiles:
         layer = Layer()
         vmap2_new_states(layer, {"n": 6}, axis_size=7)
-    finally:
-        _LISTENING[0] = False
-    assert _COMPILES == []
+    assert compiles == []
     assert layer.w.value.shape == (7, 6)
 
 

@@ -19,16 +19,6 @@ from state_core import HiddenState, ParamState, ShortTermState, State, clear_cac
 from state_nn import Module
 from state_transform import checkpoint, cond, for_loop, grad, jit, scan, vmap2
 
-_COMPILES: list = []
-
-
-def _count_compiles(event, duration, **kwargs):
-    if "backend_compile" in event:
-        _COMPILES.append(event)
-
-
-jax.monitoring.register_event_duration_secs_listener(_count_compiles)
-
 
 class Neuron(Module):
     """A module that re-creates its state in init_state, as brainstate models do."""
@@ -215,7 +205,7 @@ def test_a_state_created_lazily_inside_jit_comes_out_concrete_and_the_next_call_
 
 
 # --------------------------------------------------------------------------- inline transforms
-def test_grad_built_inline_every_step_traces_and_compiles_once():
+def test_grad_built_inline_every_step_traces_and_compiles_once(count_compiles):
     w = ParamState(jnp.ones((4, 4)), name="w")
     traces = []
 
@@ -226,11 +216,11 @@ def test_grad_built_inline_every_step_traces_and_compiles_once():
     x = jnp.ones((8, 4))
     grad(loss, grad_states=w)(x)  # first: traced, run op by op
     grad(loss, grad_states=w)(x)  # second: compiled
-    _COMPILES.clear()
-    for _ in range(5):
-        g = grad(loss, grad_states=w)(x)
+    with count_compiles() as compiles:
+        for _ in range(5):
+            g = grad(loss, grad_states=w)(x)
     assert traces == [1]
-    assert _COMPILES == []
+    assert compiles == []
     assert_allclose(g, jax.grad(lambda w: jnp.sum(jnp.tanh(x @ w) ** 2))(w.value), rtol=1e-6)
 
 
@@ -274,7 +264,7 @@ def test_vmap2_built_inline_reuses_one_strategy_and_skips_the_slow_path(monkeypa
     assert_allclose(w.value, [4.0, 4.0, 4.0])  # written back by every call
 
 
-def test_grad_of_a_new_closure_runs_op_by_op_without_compiling():
+def test_grad_of_a_new_closure_runs_op_by_op_without_compiling(count_compiles):
     w = ParamState(jnp.ones((4, 4)), name="w")
 
     def step(x):
@@ -285,9 +275,9 @@ def test_grad_of_a_new_closure_runs_op_by_op_without_compiling():
 
     step(jnp.ones((8, 4)))  # JAX's op caches warm
     x = jnp.full((8, 4), 0.5, dtype=jnp.float32)  # the same type as the warm-up data
-    _COMPILES.clear()
-    g = step(x)  # traced, then run op by op: no XLA compile of a program that runs once
-    assert _COMPILES == []
+    with count_compiles() as compiles:
+        g = step(x)  # traced, then run op by op: no XLA compile of a program that runs once
+    assert compiles == []
     assert_allclose(g, jax.grad(lambda w: jnp.sum(jnp.tanh(x @ w) ** 2))(w.value), rtol=1e-6)
 
 
