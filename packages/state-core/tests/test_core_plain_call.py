@@ -16,6 +16,7 @@ from numpy.testing import assert_allclose
 
 import state_core._replay as replay_module
 import state_core._signature as signature_module
+import state_core._steady_call as steady_module
 from state_core import State, StatefulFunction, StateLeakError, StateTraceStack
 from state_core._context import OPEN_STACKS
 
@@ -46,7 +47,7 @@ def _steady(*states, x=None):
 def test_steady_calls_give_the_general_paths_results_without_its_checks(count_calls):
     a, b = State(jnp.zeros(3), name="a"), State(jnp.ones(3), name="b")
     f, traced, x = _steady(a, b, x=jnp.ones(3))
-    writes = count_calls(replay_module, "write_state_values")
+    writes = [count_calls(module, "write_state_values") for module in (replay_module, steady_module)]
     matches = count_calls(signature_module, "states_match")
     for _ in range(3):
         out = f(x)
@@ -56,7 +57,9 @@ def test_steady_calls_give_the_general_paths_results_without_its_checks(count_ca
     assert_allclose(np.asarray(b.value), np.full(3, 6.0))
     assert traced == [1]
     assert matches == []
-    assert len(writes) == 3  # two states: the one all-or-nothing write-back, nothing else
+    assert writes == [[], []]  # two states, stored by the closure written out for them (all or nothing)
+    (entry,) = f._cache.values()
+    assert entry.runner.__name__ == "unrolled_steady_call"
 
 
 def test_one_state_is_stored_directly_and_read_only_states_are_passed(count_calls):
@@ -70,12 +73,12 @@ def test_one_state_is_stored_directly_and_read_only_states_are_passed(count_call
     f = StatefulFunction(step)
     x = jnp.ones(2)
     f(x)
-    writes = count_calls(replay_module, "write_state_values")
+    writes = [count_calls(module, "write_state_values") for module in (replay_module, steady_module)]
     outs = [float(f(x)) for _ in range(3)]
     assert outs == [12.0, 18.0, 24.0]
     assert_allclose(np.asarray(acc.value), [12.0, 12.0])
     assert_allclose(np.asarray(w.value), [3.0, 3.0])
-    assert writes == []
+    assert writes == [[], []]
 
 
 def test_a_program_that_writes_no_state_returns_its_output():
@@ -86,7 +89,7 @@ def test_a_program_that_writes_no_state_returns_its_output():
     assert_allclose(np.asarray(w.value), [0.0, 1.0, 2.0])
 
 
-def test_a_program_that_only_reads_one_state_takes_the_one_state_path_and_hands_off_the_rest():
+def test_a_program_that_only_reads_one_state_takes_the_short_path_and_hands_off_the_rest():
     w = State(jax.device_put(jnp.arange(3.0), jax.devices()[1]), name="w")
     traced = []
 
@@ -98,7 +101,7 @@ def test_a_program_that_only_reads_one_state_takes_the_one_state_path_and_hands_
     x = jax.device_put(jnp.ones(3), jax.devices()[1])
     assert [float(f(x)) for _ in range(3)] == [3.0, 3.0, 3.0]
     (entry,) = f._cache.values()
-    assert entry.runner.__name__ == "plain_run_one" and traced == [1]
+    assert entry.runner.__name__ == "unrolled_steady_call" and traced == [1]
     with pytest.raises(ValueError, match=r"State 'w' lies on device 1 but argument args\[0\] lies on device 2"):
         f(jax.device_put(jnp.ones(3), jax.devices()[2]))
     w.value = jax.device_put(jnp.full(1, 2.0), jax.devices()[1])  # resized: the general path traces again
@@ -209,3 +212,114 @@ def test_steady_calls_run_while_another_thread_traces():
     assert_allclose(np.asarray(outs[-1]), np.full(2, 6.0))
     assert_allclose(np.asarray(s.value), np.full(2, 5.0))
     assert OPEN_STACKS.value == 0
+
+
+def test_more_states_than_the_written_out_closures_take_go_through_the_general_one(count_calls):
+    states = [State(jnp.full(2, float(i)), name=f"s{i}") for i in range(steady_module.UNROLLED_UP_TO + 1)]
+    f, traced, x = _steady(*states)
+    writes = count_calls(steady_module, "write_state_values")
+    traces_before = len(traced)
+    out = f(x)
+    (entry,) = f._cache.values()
+    assert entry.runner.__name__ == "plain_run" and len(traced) == traces_before
+    assert len(writes) == 1  # many states: the one all-or-nothing write-back
+    # After three calls state i holds i + 3; the output is x + the sum of the states.
+    assert_allclose(np.asarray(out), np.full(2, 1.0 + sum(i + 3.0 for i in range(len(states)))))
+    assert_allclose(np.asarray(states[-1].value), np.full(2, len(states) + 2.0))
+
+
+def test_written_but_unread_states_and_several_stores_give_the_general_paths_values():
+    read, only_written, other = State(jnp.ones(2), name="read"), State(jnp.zeros(2)), State(jnp.zeros(2))
+
+    def step(x):
+        only_written.value = x * 2.0  # written, never read: a result without an input
+        read.value = read.value + x
+        other.value = read.value * 3.0
+        return read.value.sum()
+
+    f = StatefulFunction(step)
+    x = jnp.ones(2)
+    outs = [float(f(x)) for _ in range(3)]
+    assert outs == [4.0, 6.0, 8.0]
+    (entry,) = f._cache.values()
+    assert entry.runner.__name__ == "unrolled_steady_call"
+    assert_allclose(np.asarray(only_written.value), [2.0, 2.0])
+    assert_allclose(np.asarray(read.value), [4.0, 4.0])
+    assert_allclose(np.asarray(other.value), [12.0, 12.0])
+
+
+class _InterruptedOnce(State):
+    """A state whose next store raises KeyboardInterrupt once, after storing."""
+
+    armed = False
+
+    @property
+    def _value(self):
+        return State._get_private_or_concrete(self)
+
+    @_value.setter
+    def _value(self, value):
+        State._set_private_or_concrete(self, value)
+        if self.armed:
+            self.armed = False
+            raise KeyboardInterrupt
+
+
+def test_an_interrupt_between_two_stores_of_a_steady_call_still_stores_every_state():
+    a, b, c = State(jnp.zeros(2)), _InterruptedOnce(jnp.zeros(2)), State(jnp.zeros(2))
+    f, _, x = _steady(a, b, c)
+    (entry,) = f._cache.values()
+    assert entry.runner.__name__ == "unrolled_steady_call"
+    b.armed = True
+    with pytest.raises(KeyboardInterrupt):
+        f(x)
+    assert [float(s.value[0]) for s in (a, b, c)] == [3.0, 3.0, 3.0]
+
+
+def test_errors_raised_in_a_steady_call_hide_its_frames_and_show_its_source_when_unfiltered():
+    import traceback
+
+    w = State(jax.device_put(jnp.ones(2), jax.devices()[1]), name="w")
+    f = StatefulFunction(lambda x: (x * w.value).sum())
+    x = jax.device_put(jnp.ones(2), jax.devices()[1])
+    f(x)
+    f(x)
+    elsewhere = jax.device_put(jnp.ones(2), jax.devices()[2])
+    with pytest.raises(ValueError, match="State 'w' lies on device 1") as filtered:
+        f(elsewhere)
+    assert "<steady call" not in "".join(traceback.format_tb(filtered.value.__traceback__))
+    mode = jax.config.jax_traceback_filtering
+    jax.config.update("jax_traceback_filtering", "off")
+    try:
+        with pytest.raises(ValueError, match="State 'w'") as unfiltered:
+            f(elsewhere)
+    finally:
+        jax.config.update("jax_traceback_filtering", mode)
+    shown = "".join(traceback.format_tb(unfiltered.value.__traceback__))
+    assert "<steady call: 0 written, 1 read, 0 stored>" in shown
+    assert "refused(err, [v0], leaves, who)" in shown  # the generated line that raised
+
+
+def test_alternating_arguments_find_their_own_programs_through_the_latest_aval_pair():
+    from state_core._cache import _NO_AVAL
+
+    s = State(jnp.zeros(()), name="s")
+    traced = []
+
+    def step(x):
+        traced.append(x.shape)
+        s.value = s.value + x.sum()
+        return x + 0.0  # made by the program: the next call's argument has the program's own aval object
+
+    f = StatefulFunction(step)
+    a, b = f(jnp.ones(2)), f(jnp.ones(3))
+    for _ in range(3):
+        a, b = f(a), f(b)
+        assert f._cache._aval_hit[0] is b.aval
+    assert traced == [(2,), (3,)]
+    assert float(s.value) == 4 * 2.0 + 4 * 3.0
+    f(jnp.ones(4))  # a new signature is stored: the remembered avals are forgotten
+    assert f._cache._aval_hit is _NO_AVAL and not f._cache._by_aval
+    assert_allclose(np.asarray(f(a)), [1.0, 1.0])
+    assert traced == [(2,), (3,), (4,)]
+    assert float(s.value) == 4 * 2.0 + 4 * 3.0 + 4.0 + 2.0

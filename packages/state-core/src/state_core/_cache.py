@@ -43,6 +43,7 @@ Example:
 # A process-wide clock for least-recently-used eviction: a hit stamps its entry.
 _CLOCK = itertools.count()
 _OWNERS: weakref.WeakSet[Any] = weakref.WeakSet()
+_NO_AVAL: tuple[Any, None] = (object(), None)  # matches no argument's aval
 
 
 class TraceCache:
@@ -61,7 +62,7 @@ class TraceCache:
         ValueError: ``maxsize`` is not a positive int.
     """
 
-    __slots__ = ("_entries", "maxsize", "_hit", "_by_aval", "__weakref__")
+    __slots__ = ("_entries", "maxsize", "_hit", "_by_aval", "_aval_hit", "__weakref__")
 
     def __init__(self, maxsize: int = DEFAULT_CACHE_SIZE) -> None:
         if not isinstance(maxsize, int) or isinstance(maxsize, bool) or maxsize < 1:
@@ -70,6 +71,10 @@ class TraceCache:
         self.maxsize = maxsize
         self._hit: CacheEntry[Any] | None = None  # the entry of the latest hit or put
         self._by_aval: dict[int, tuple[Any, CacheEntry[Any]]] = {}
+        # The pair of ``_by_aval`` the latest call found (one attribute, so a reader in
+        # another thread sees an aval with its own entry): a call with the same aval
+        # object as the one before finds its entry without hashing.
+        self._aval_hit: tuple[Any, CacheEntry[Any] | None] = _NO_AVAL
 
     def get(self, key: Hashable) -> CacheEntry[Any] | None:
         """The entry of ``key`` (marked as the most recently used), or None.
@@ -112,7 +117,12 @@ class TraceCache:
         known = self._by_aval
         if len(known) >= self.maxsize:
             known.clear()
-        known[id(aval)] = (aval, entry)
+        known[id(aval)] = self._aval_hit = (aval, entry)
+
+    def forget_avals(self) -> None:
+        """Forget every aval ``remember_aval`` stored: their calls find their entries by key again."""
+        self._aval_hit = _NO_AVAL
+        self._by_aval.clear()
 
     def put(self, key: Hashable, entry: CacheEntry[Any]) -> None:
         """Store ``entry`` under ``key``, dropping the least recently used beyond ``maxsize``.
@@ -123,7 +133,7 @@ class TraceCache:
         """
         entry.last_used = next(_CLOCK)
         self._hit = entry
-        self._by_aval.clear()
+        self.forget_avals()
         entries = self._entries
         entries[key] = entry
         while len(entries) > self.maxsize:
@@ -138,13 +148,13 @@ class TraceCache:
         """
         self._entries.pop(key, None)
         self._hit = None
-        self._by_aval.clear()
+        self.forget_avals()
 
     def clear(self) -> None:
         """Forget every entry."""
         self._entries.clear()
         self._hit = None
-        self._by_aval.clear()
+        self.forget_avals()
 
     def __contains__(self, key: object) -> bool:
         return key in self._entries

@@ -13,8 +13,8 @@ from typing import Any
 
 import jax
 
-from ._replay import write_state_values
 from ._state import State
+from ._state_io import write_state_values
 from ._trace import StateTraceStack
 
 __all__ = ["StatefulFunctionIntrospection", "make_jaxpr"]

@@ -28,20 +28,18 @@ from ._invalid_values import refuse_invalid_values
 from ._jax_internals import (
     ArrayImpl,
     PRNGKeyArray,
-    debug_flag_holders,
     debugging_nans_or_infs,
     each_on_one_device,
     is_eager,
-    is_tracer,
     open_jaxpr,
 )
 from ._program import CacheEntry, merger
-from ._signature import reference_avals, value_token, values_unchanged
-from ._state import State, StateLeakError
+from ._signature import reference_avals, values_unchanged
+from ._state import State
+from ._state_io import write_state_values
+from ._steady_call import plain_runner
 
 __all__ = [
-    "read_state_values",
-    "write_state_values",
     "replay",
     "program_runner",
     "STATES_CHANGED",
@@ -58,112 +56,6 @@ _AVAL = itertools.repeat("aval")
 _NONE = itertools.repeat(None)
 _rc = sys.getrefcount
 _CONCRETE = (ArrayImpl, PRNGKeyArray)
-
-
-def read_state_values(states: Sequence[State[Any]]) -> list[Any]:
-    """Current values of ``states``, recording the reads on any active trace stack.
-
-    Args:
-        states: the States to read, in the order wanted.
-
-    Returns:
-        One value per state, in the same order.
-
-    Example:
-        >>> from state_core import State
-        >>> from state_core.engine import read_state_values
-        >>> read_state_values([State(1.0), State(2.0)])
-        [1.0, 2.0]
-    """
-    if OPEN_STACKS.value and CTX.stacks:
-        return [s.value for s in states]
-    return [s._value for s in states]
-
-
-def write_state_values(
-    states: Sequence[State[Any]],
-    values: Sequence[Any],
-    who: str,
-    *,
-    every_value: bool = False,
-    created: Sequence[State[Any]] = (),
-) -> None:
-    """Write results back into states, all or nothing: the one write-back of every transformation.
-
-    Once the first value is stored the rest are stored too, even if an
-    asynchronous exception (``KeyboardInterrupt``) arrives in between, so an
-    interrupted call leaves either every state written or none. Inside a
-    state-aware trace the writes are recorded on the active trace stacks.
-
-    Args:
-        states: the States to write.
-        values: one new value per state, in the same order.
-        who: names the transformation (or function) in the error message.
-        every_value: check every value for a leaking tracer, not just the first.
-            A compiled program's results are all tracers or none, so its
-            replay checks the first; values made one by one (some may be
-            constants) are checked each.
-        created: the states among ``states`` that the call created. While it was
-            traced they held tracers, so they refuse to be read; once their
-            concrete values are stored here they are usable again.
-
-    Raises:
-        StateLeakError: outside any state-aware trace, the first new value (or,
-            with ``every_value``, any) is a tracer of a plain JAX transformation
-            (``jax.jit`` around a state-aware call): writing it would leak the
-            tracer. No state is written.
-
-    Example:
-        >>> from state_core import State
-        >>> from state_core.engine import write_state_values
-        >>> a, b = State(0.0), State(0.0)
-        >>> write_state_values([a, b], [1.0, 2.0], 'example')
-        >>> a.value, b.value
-        (1.0, 2.0)
-    """
-    stacks = CTX.stacks if OPEN_STACKS.value else ()  # (no thread traces: no thread-local lookup)
-    if states and not stacks:
-        probe = values[0]
-        if type(probe) is not _ArrayImpl and type(probe) is not _PRNGKeyArray:  # neither is a tracer
-            _check_not_leaking(states[0], probe, who)
-        if every_value:
-            for state, value in zip(states, values, strict=True):
-                for leaf in jax.tree.leaves(value):
-                    _check_not_leaking(state, leaf, who)
-        if len(states) == 1:  # one store is all or nothing by itself
-            states[0]._value = probe
-        else:
-            done = False
-            try:
-                for state, value in zip(states, values):  # noqa: B905  # hot path; lengths fixed at trace time
-                    state._value = value
-                done = True
-            finally:
-                if not done:  # interrupted half-way: finish, so the write is all or nothing
-                    for state, value in zip(states, values):  # noqa: B905  # hot path; lengths fixed at trace time
-                        state._value = value
-    else:
-        for state, value in zip(states, values):  # noqa: B905  # hot path; lengths fixed at trace time
-            for stack in stacks[state._level :]:
-                stack._on_write(state)
-            state.restore_value(value)
-    for state in created:
-        if state._leaked_at is not None:
-            state.restore_value(state._value)  # (restore_value clears the mark of a concrete value)
-
-
-def _check_not_leaking(state: State[Any], probe: Any, who: str) -> None:
-    """Raise ``StateLeakError`` if ``probe`` (a first new value) is a tracer of a plain JAX transformation."""
-    if not isinstance(probe, jax.Array):
-        probe_leaves = jax.tree.leaves(probe)  # a pytree value: look at its first leaf
-        probe = probe_leaves[0] if probe_leaves else None
-    if type(probe) is not _ArrayImpl and is_tracer(probe):
-        raise StateLeakError(
-            f"{who} writes {state.describe()} but was called inside a JAX transformation "
-            "that is not state-aware (such as jax.jit, jax.vmap or jax.grad), so the new "
-            "value would leak out as a tracer. Use state_transform.jit / vmap2 / grad for "
-            "the outer transformation, or do not write states in this function."
-        )
 
 
 STATES_CHANGED: Any = type("StatesChanged", (), {"__repr__": lambda self: "<states changed>"})()
@@ -388,102 +280,7 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
         return run
     if may_donate or created or ref_avals is None:
         return run
-    return _plain_runner(run, refused, eager, compiled, states, ref_avals, n_rw, write_back, locks)
-
-
-def _plain_runner(
-    run: Callable[..., Any],
-    refused: Callable[..., None],
-    eager: list[Callable[..., Any] | None],
-    compiled: Callable[..., Any],
-    states: list[State[Any]],
-    ref_avals: list[Any],
-    n_rw: int,
-    write_back: list[State[Any]],
-    locks: tuple[threading.Lock, ...],
-) -> Callable[..., Any]:
-    """The steady call of a plain program; it hands anything else to ``run`` (the general closure).
-
-    A plain program has arrays or typed keys as state values and nothing around
-    its run: no placement, donation, wait, check or failure hook (hand-out locks
-    are taken as ``run`` takes them). Its steady call is a handful of Python
-    operations, and each one counts: right after an XLA dispatch the
-    interpreter's caches are cold, so every step costs several times what it
-    costs in a loop (measured: 4-6 us less per call than ``run`` on a 1-state
-    ``vmap2`` whose hand-written pure-JAX call takes ~11 us). Whatever it does
-    not handle (a trace in progress, JAX's NaN checks, the first call's op-by-op
-    form, a state whose value is not what the last call left, a tracer coming
-    out) goes to ``run`` before anything runs, so both paths behave the same.
-    """
-    n = len(states)
-    no_values: list[Any] = []  # (the program reads its argument lists, never changes them)
-    written = write_back[0] if len(write_back) == 1 else None
-    nans, infs = debug_flag_holders()
-
-    def write(new_values: list[Any], who: str) -> None:
-        if written is not None and type(new_values[0]) in _CONCRETE:
-            written._value = new_values[0]
-        else:  # several states (all or nothing), or a tracer that would leak (refused there)
-            write_state_values(write_back, new_values, who)
-
-    # One array state, which the program updates (a step's own state) or only reads (parameters).
-    writes_it = n_rw == 1 and written is states[0]
-    if n == 1 and (writes_it or not write_back) and not locks and type(ref_avals) is list:
-        state = states[0]
-
-        def plain_run_one(leaves: Sequence[Any], who: str, eager_ok: bool = False) -> Any:
-            if (OPEN_STACKS.value and CTX.stacks) or eager[0] is not None or nans.value or infs.value:
-                return run(leaves, who, eager_ok)
-            value = state._value
-            # (``run`` updates ``ref_avals`` in place when a value with an equal aval came in.)
-            if getattr(value, "aval", None) is not ref_avals[0]:
-                return run(leaves, who, eager_ok)
-            values = [value]
-            try:
-                if writes_it:
-                    out, new_values = compiled(values, no_values, *leaves)
-                else:
-                    return compiled(no_values, values, *leaves)[0]
-            except (ValueError, KeyError) as err:
-                refused(err, values, leaves, who)
-                raise
-            if type(new_values[0]) is _ArrayImpl:
-                state._value = new_values[0]
-            else:  # a tracer would leak: the general write-back refuses it
-                write_state_values(write_back, new_values, who)
-            return out
-
-        return plain_run_one
-
-    # Arrays: their avals; typed keys: their implementation and key data's aval.
-    tokens_of, token_args = (getattr, (_AVAL, _NONE)) if type(ref_avals) is list else (value_token, ())
-    unlock_order = tuple(reversed(locks))
-
-    def plain_run(leaves: Sequence[Any], who: str, eager_ok: bool = False) -> Any:
-        if (OPEN_STACKS.value and CTX.stacks) or eager[0] is not None or nans.value or infs.value:
-            return run(leaves, who, eager_ok)
-        for lock in locks:  # hand-out locks (random keys): read, run and write under them, as ``run`` does
-            lock.acquire()
-        try:
-            values = list(map(_GET_VALUE, states))
-            if list(map(tokens_of, values, *token_args)) == ref_avals:
-                try:
-                    if n_rw == n:
-                        out, new_values = compiled(values, no_values, *leaves)
-                    else:
-                        out, new_values = compiled(values[:n_rw], values[n_rw:], *leaves)
-                except (ValueError, KeyError) as err:
-                    refused(err, values, leaves, who)
-                    raise
-                if write_back:
-                    write(new_values, who)
-                return out
-        finally:
-            for lock in unlock_order:
-                lock.release()
-        return run(leaves, who, eager_ok)  # a value changed: nothing ran, the general path decides
-
-    return plain_run
+    return plain_runner(run, refused, eager, compiled, states, ref_avals, n_rw, write_back, locks)
 
 
 def _same_layout(before: list[Any], after: list[Any]) -> bool:

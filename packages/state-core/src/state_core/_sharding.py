@@ -23,8 +23,8 @@ from ._collection import StateDict
 from ._context import CTX
 from ._graph import state_label
 from ._jax_internals import ArrayImpl, context_mesh, is_tracer
-from ._replay import write_state_values
 from ._state import State
+from ._state_io import write_state_values
 
 __all__ = ["get_partition_spec", "get_named_sharding", "shard_states"]
 

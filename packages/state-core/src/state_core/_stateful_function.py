@@ -21,7 +21,7 @@ from typing import Any, cast
 
 import jax
 
-from ._cache import FunctionRecord, register_cache_owner
+from ._cache import _NO_AVAL, FunctionRecord, register_cache_owner
 from ._call_contexts import call_contexts_unchanged, recording_call_contexts
 from ._call_signature import CallSignature, positions_of_names
 from ._context import CTX, GENERATION, OPEN_STACKS
@@ -37,13 +37,13 @@ from ._replay import (
     STATES_CHANGED,
     may_fail_at_run_time,
     program_runner,
-    read_state_values,
     replay,
     runs_cheaply_op_by_op,
     spans_devices,
 )
 from ._signature import canonical_signature, positional_key, states_match, trace_context
 from ._state import State
+from ._state_io import read_state_values
 from ._strategy import Strategy, TraceContext
 from ._tracing import trace_function
 
@@ -455,8 +455,10 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
                 aval = args[0].aval
                 # Arrays that one program makes share their aval object from call to
                 # call, so the aval's identity stands for the key (see TraceCache.remember_aval).
-                known = cache._by_aval.get(id(aval))
-                if known is not None and known[0] is aval:
+                known = cache._aval_hit
+                if known[0] is not aval:
+                    known = cache._aval_hit = cache._by_aval.get(id(aval), _NO_AVAL)
+                if known[0] is aval:
                     entry = known[1]
                 else:
                     key = ((aval.shape, aval.dtype, aval.weak_type),)
@@ -486,7 +488,7 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
                     out = entry.runner(leaves, self._who)  # type: ignore[misc]  # set before caching
                     if out is not STATES_CHANGED:
                         return out
-                cache._by_aval.clear()  # resolved again below
+                cache.forget_avals()  # resolved again below
         first_call, self._called = not self._called, True
         while True:
             entry, leaves = self._lookup(args, kwargs)

@@ -79,10 +79,11 @@ from ._jax_internals import (
 from ._pretty import format_object
 from ._program import Program, Trace, jaxpr_evaluator, merger
 from ._pure_program import named, pure_program
-from ._replay import handout_locks, read_state_values, write_state_values
+from ._replay import handout_locks
 from ._rules import StateRules
 from ._sharding import annotated_spec, check_spec_fits, input_placer, place_value, state_sharding
 from ._signature import canonical_signature, context_markers, pushed_context
+from ._state_io import read_state_values, write_state_values
 from ._strategy import Strategy, TraceContext
 from ._trace import forget_created_states, private_state_values
 from ._tracing import shape_structs

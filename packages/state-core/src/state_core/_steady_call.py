@@ -1,0 +1,213 @@
+"""The steady call of a plain program: read the states, run the compiled program, store the results.
+
+A plain program has arrays (or typed keys) as state values and nothing around
+its run: no placement, donation, wait, check or failure hook. Its steady call is
+a handful of Python operations, and each one counts: right after an XLA dispatch
+the interpreter's caches are cold, so every step costs several times what it
+costs in a loop. A loop over the states, the lists it builds and the slices that
+split them cost ~0.6 us per call on a two-state program whose hand-written
+pure-JAX call takes ~6 us, which is why a program with a few array states gets a
+closure written out for its number of states (``_unrolled_factory``): one local
+per state, no loop, no list but the two the program takes. Larger programs, and
+those whose states need a hand-out lock or hold typed keys, get one general
+closure (``plain_run``).
+
+Whatever a steady closure does not handle (a trace in progress, JAX's NaN checks,
+the first call's op-by-op form, a state whose value is not what the last call
+left, a tracer coming out) goes to the general closure of ``program_runner``
+before anything runs, so every path behaves the same.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import linecache
+import operator
+import os
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ._context import CTX, OPEN_STACKS
+from ._jax_internals import ArrayImpl, PRNGKeyArray, debug_flag_holders
+from ._signature import value_token
+from ._state import State
+from ._state_io import write_state_values
+
+__all__ = ["plain_runner", "UNROLLED_UP_TO"]
+
+_GET_VALUE = operator.attrgetter("_value")
+_AVAL = itertools.repeat("aval")
+_NONE = itertools.repeat(None)
+_CONCRETE = (ArrayImpl, PRNGKeyArray)
+
+UNROLLED_UP_TO = 16
+"""Programs with at most this many input states and results get a closure written out for them."""
+
+
+def plain_runner(
+    run: Callable[..., Any],
+    refused: Callable[..., None],
+    eager: list[Callable[..., Any] | None],
+    compiled: Callable[..., Any],
+    states: list[State[Any]],
+    ref_avals: Any,
+    n_rw: int,
+    write_back: list[State[Any]],
+    locks: tuple[threading.Lock, ...],
+) -> Callable[..., Any]:
+    """The steady-call closure of a plain program; it hands anything else to ``run``.
+
+    Args:
+        run: the general closure of ``program_runner`` (``run(leaves, who, eager_ok)``).
+        refused: raises our message when JAX refuses an input's device or layout.
+        eager: a one-element list holding the program's op-by-op first-call form
+            until its first call (then None).
+        compiled: the program, ``compiled(written values, read-only values, *leaves)``.
+        states: the input states in program order (written ones first).
+        ref_avals: the reference tokens ``run`` keeps up to date (a list of avals
+            when every value is an array).
+        n_rw: how many of ``states`` the program writes.
+        write_back: the states the program's new values go to, in its order.
+        locks: the states' hand-out locks (random keys), taken around read, run and write.
+
+    Returns:
+        ``steady(leaves, who, eager_ok=False)``, with the result of ``run``.
+    """
+    nans, infs = debug_flag_holders()
+    if type(ref_avals) is list and not locks and len(states) <= UNROLLED_UP_TO and len(write_back) <= UNROLLED_UP_TO:
+        make = _unrolled_factory(n_rw, len(states) - n_rw, len(write_back))
+        return make(run, refused, eager, compiled, ref_avals, write_back, nans, infs, *states, *write_back)
+
+    n = len(states)
+    no_values: list[Any] = []  # (the program reads its argument lists, never changes them)
+    written = write_back[0] if len(write_back) == 1 else None
+    # Arrays: their avals; typed keys: their implementation and key data's aval.
+    tokens_of, token_args = (getattr, (_AVAL, _NONE)) if type(ref_avals) is list else (value_token, ())
+    unlock_order = tuple(reversed(locks))
+
+    def write(new_values: list[Any], who: str) -> None:
+        if written is not None and type(new_values[0]) in _CONCRETE:
+            written._value = new_values[0]
+        else:  # several states (all or nothing), or a tracer that would leak (refused there)
+            write_state_values(write_back, new_values, who)
+
+    def plain_run(leaves: Sequence[Any], who: str, eager_ok: bool = False) -> Any:
+        if (OPEN_STACKS.value and CTX.stacks) or eager[0] is not None or nans.value or infs.value:
+            return run(leaves, who, eager_ok)
+        for lock in locks:  # hand-out locks (random keys): read, run and write under them, as ``run`` does
+            lock.acquire()
+        try:
+            values = list(map(_GET_VALUE, states))
+            if list(map(tokens_of, values, *token_args)) == ref_avals:
+                try:
+                    if n_rw == n:
+                        out, new_values = compiled(values, no_values, *leaves)
+                    else:
+                        out, new_values = compiled(values[:n_rw], values[n_rw:], *leaves)
+                except (ValueError, KeyError) as err:
+                    refused(err, values, leaves, who)
+                    raise
+                if write_back:
+                    write(new_values, who)
+                return out
+        finally:
+            for lock in unlock_order:
+                lock.release()
+        return run(leaves, who, eager_ok)  # a value changed: nothing ran, the general path decides
+
+    return plain_run
+
+
+# The closure written out for one shape. ``s<i>`` are the input states (the first
+# n_rw written), ``v<i>`` their values, ``w<j>`` the states the new values go to;
+# ``avals[i]`` is read on every call because ``run`` renews it in place when a value
+# with an equal aval comes in. Several stores are all or nothing: an interrupt
+# half-way finishes them (as ``write_state_values`` does).
+_HEAD = """\
+def make(run, refused, eager, compiled, avals, write_back, nans, infs, {params}):
+    def unrolled_steady_call(leaves, who, eager_ok=False):
+        if (OPEN_STACKS.value and CTX.stacks) or eager[0] is not None or nans.value or infs.value:
+            return run(leaves, who, eager_ok)
+{reads}
+        if {changed}:
+            return run(leaves, who, eager_ok)  # a value changed: nothing ran, the general path decides
+        try:
+            {call}
+        except (ValueError, KeyError) as err:
+            refused(err, [{values}], leaves, who)
+            raise
+"""
+_STORE_ONE = """\
+        if type(new_values[0]) is not ArrayImpl:  # a tracer would leak: the general write-back refuses it
+            write_state_values(write_back, new_values, who)
+        else:
+            w0._value = new_values[0]
+        return out
+"""
+_STORE_ALL = """\
+        if type(new_values[0]) is not ArrayImpl:  # a tracer would leak: the general write-back refuses it
+            write_state_values(write_back, new_values, who)
+            return out
+        stored = False
+        try:
+{stores}
+            stored = True
+        finally:
+            if not stored:
+{stores_again}
+        return out
+"""
+_TAIL = """\
+    return unrolled_steady_call
+"""
+
+
+def _steady_source(n_rw: int, n_ro: int, n_written: int) -> str:
+    """The source of the factory of a steady closure for this shape of program."""
+    n = n_rw + n_ro
+    states = [f"s{i}" for i in range(n)]
+    values = [f"v{i}" for i in range(n)]
+    targets = [f"w{j}" for j in range(n_written)]
+    call_args = f"[{', '.join(values[:n_rw])}], [{', '.join(values[n_rw:])}], *leaves"
+    head = _HEAD.format(
+        params=", ".join(states + targets) or "*_",
+        reads="\n".join(f"        v{i} = s{i}._value" for i in range(n)),
+        changed=" or ".join(f'getattr(v{i}, "aval", None) is not avals[{i}]' for i in range(n)) or "False",
+        call=f"return compiled({call_args})[0]" if not n_written else f"out, new_values = compiled({call_args})",
+        values=", ".join(values),
+    )
+    if not n_written:
+        return head + _TAIL
+    if n_written == 1:
+        return head + _STORE_ONE + _TAIL
+    stores = [f"w{j}._value = new_values[{j}]" for j in range(n_written)]
+    return (
+        head
+        + _STORE_ALL.format(
+            stores="\n".join(" " * 12 + line for line in stores),
+            stores_again="\n".join(" " * 16 + line for line in stores),
+        )
+        + _TAIL
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def _unrolled_factory(n_rw: int, n_ro: int, n_written: int) -> Callable[..., Callable[..., Any]]:
+    """``make(run, refused, eager, compiled, avals, write_back, nans, infs, *states, *targets)`` for this shape.
+
+    Compiled once per shape (and kept for the 64 latest shapes). Its names
+    (``OPEN_STACKS``, ``CTX``, ``ArrayImpl``, ``write_state_values``) are this
+    module's globals. Its code is named after this module's directory, so JAX's
+    traceback filter hides its frames as it hides ours, and its source is
+    registered with ``linecache`` so an unfiltered traceback shows the line that
+    raised.
+    """
+    source = _steady_source(n_rw, n_ro, n_written)
+    shape = f"{n_rw} written, {n_ro} read, {n_written} stored"
+    filename = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"<steady call: {shape}>")
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    namespace: dict[str, Any] = {}
+    exec(compile(source, filename, "exec"), globals(), namespace)  # (our own template, filled with names)
+    return namespace["make"]
