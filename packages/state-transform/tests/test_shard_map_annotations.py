@@ -93,3 +93,33 @@ def test_an_annotation_that_does_not_fit_names_the_state(mesh):
     with pytest.raises(ValueError, match=r"State 'bad' has size 3 along dimension 0.*not divisible by 8"):
         f(jnp.ones(N))
     assert_allclose(np.asarray(bad.value), np.zeros(3))
+
+
+def test_states_that_come_back_in_the_full_rank_form_are_not_moved_again(mesh, count_calls, count_compiles):
+    import state_core._sharding as sharding_module
+
+    # The program's outputs come back as P(None, None) / P('x', None): the same layouts
+    # as the declared P() / P('x'), so a steady call moves nothing and compiles nothing.
+    w = ParamState(jnp.ones((3, 2)))  # replicated (P())
+    h = State(jax.device_put(jnp.zeros((N, 2)), NamedSharding(mesh, P("x"))))
+
+    def step(x):
+        h.value = h.value + x * w.value.sum()
+        w.value = w.value * 0.5
+        return jax.lax.psum(x.sum(), "x")
+
+    f = shard_map(
+        step, mesh, in_specs=(P("x"),), out_specs=P(), state_in_specs={h: P("x")}, state_out_specs={h: P("x")}
+    )
+    x = jax.device_put(jnp.ones((N, 2)), NamedSharding(mesh, P("x")))
+    f(x)
+    assert w.value.sharding.spec == P(None, None) and h.value.sharding.spec == P("x", None)
+    moves = count_calls(sharding_module, "_put_leaf")
+    with count_compiles() as compiles:
+        for _ in range(3):
+            out = f(x)
+        assert moves == [] and compiles == []
+    assert float(out) == 2.0 * N
+    # w halves every call (6 -> 3, 1.5, 0.75, 0.375 summed); h adds x * sum(w) before it halves.
+    assert_allclose(np.asarray(w.value), np.full((3, 2), 0.0625))
+    assert_allclose(np.asarray(h.value), np.full((N, 2), 6.0 + 3.0 + 1.5 + 0.75))

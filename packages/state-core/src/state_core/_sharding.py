@@ -10,6 +10,7 @@ same functions.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -168,13 +169,40 @@ def state_sharding(state: State[Any], mesh: Any = None, path: Any = None) -> Nam
 
 
 def _placed(x: Any, sharding: NamedSharding) -> bool:
-    """True if ``x`` already lies on exactly ``sharding``.
+    """True if ``x`` already lies on ``sharding``, or on its full-rank form (``full_rank``).
 
-    An equivalent layout on another mesh object (or ``P()`` for ``P(None)``) is
-    moved too: a compiled program is keyed by its inputs' shardings, and inputs
-    that alternate between two equivalent forms would compile it twice.
+    Any other equivalent layout (the same devices under another mesh) is moved.
     """
-    return getattr(x, "sharding", None) == sharding
+    have = getattr(x, "sharding", None)
+    return have == sharding or (have is not None and have == full_rank(sharding, x.ndim))
+
+
+@functools.lru_cache(maxsize=256)
+def full_rank(sharding: NamedSharding, ndim: int) -> NamedSharding:
+    """``sharding`` with its spec padded by ``None`` to ``ndim`` dimensions (``P()`` -> ``P(None, None)``).
+
+    It is the form JAX gives a compiled program's outputs, and the same layout:
+    a program's written state comes back in it, and JAX runs the program compiled
+    for ``P()`` on it without compiling again (checked at both ends of the JAX
+    range), so a value in this form is taken as placed, not moved every call.
+
+    Args:
+        sharding: the declared ``NamedSharding``.
+        ndim: the number of dimensions of the value.
+
+    Example:
+        >>> import jax
+        >>> from jax.sharding import NamedSharding, PartitionSpec as P
+        >>> from state_core._sharding import full_rank
+        >>> mesh = jax.make_mesh((jax.device_count(),), ('x',))
+        >>> full_rank(NamedSharding(mesh, P('x')), 2).spec
+        P('x', None)
+    """
+    missing = ndim - len(sharding.spec)
+    if missing <= 0:
+        return sharding
+    spec = PartitionSpec(*sharding.spec, *(None,) * missing)
+    return NamedSharding(sharding.mesh, spec, memory_kind=sharding.memory_kind)
 
 
 def place_value(value: Any, sharding: NamedSharding) -> Any:
@@ -261,8 +289,8 @@ def input_placer(
         moved: list[int] = []
         for k, sharding in positions:
             value = values[k]
-            if type(value) is ArrayImpl and value.sharding == sharding:
-                continue  # already placed: the common case
+            if type(value) is ArrayImpl and (value.sharding == sharding or _placed(value, sharding)):
+                continue  # already placed (or in the form the program's outputs take): the common case
             placed = place(value, sharding)
             if placed is not value:
                 values[k] = placed
