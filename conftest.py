@@ -1,6 +1,6 @@
 """Shared by every test directory: how docstring examples compare the numbers XLA computes;
 a fixture that restores Python's default recursion limit; fixtures that count calls and XLA
-compiles; the ``integration`` marker.
+compiles; a State whose store can be interrupted; the ``integration`` marker.
 
 The policy for recorded numbers. A docstring example shows what a function prints,
 and for floating-point results that is what one jaxlib's compiler computes: XLA
@@ -157,3 +157,29 @@ def count_compiles() -> Callable[[], contextlib.AbstractContextManager[list[str]
             _LISTENING[0] = False
 
     return counting
+
+
+@pytest.fixture
+def interrupted_state() -> type:
+    """A ``State`` subclass whose next store, once ``armed`` is set, stores and then raises ``KeyboardInterrupt``.
+
+    An interrupt that arrives half-way through a write-back: the states stored
+    after it must still be stored (all or nothing).
+    """
+    from state_core import State
+
+    class InterruptedOnce(State):
+        armed = False
+
+        @property
+        def _value(self) -> object:
+            return State._get_private_or_concrete(self)
+
+        @_value.setter
+        def _value(self, value: object) -> None:
+            State._set_private_or_concrete(self, value)
+            if self.armed:
+                self.armed = False
+                raise KeyboardInterrupt
+
+    return InterruptedOnce

@@ -248,25 +248,8 @@ def test_written_but_unread_states_and_several_stores_give_the_general_paths_val
     assert_allclose(np.asarray(other.value), [12.0, 12.0])
 
 
-class _InterruptedOnce(State):
-    """A state whose next store raises KeyboardInterrupt once, after storing."""
-
-    armed = False
-
-    @property
-    def _value(self):
-        return State._get_private_or_concrete(self)
-
-    @_value.setter
-    def _value(self, value):
-        State._set_private_or_concrete(self, value)
-        if self.armed:
-            self.armed = False
-            raise KeyboardInterrupt
-
-
-def test_an_interrupt_between_two_stores_of_a_steady_call_still_stores_every_state():
-    a, b, c = State(jnp.zeros(2)), _InterruptedOnce(jnp.zeros(2)), State(jnp.zeros(2))
+def test_an_interrupt_between_two_stores_of_a_steady_call_still_stores_every_state(interrupted_state):
+    a, b, c = State(jnp.zeros(2)), interrupted_state(jnp.zeros(2)), State(jnp.zeros(2))
     f, _, x = _steady(a, b, c)
     (entry,) = f._cache.values()
     assert entry.runner.__name__ == "unrolled_steady_call"

@@ -118,25 +118,8 @@ def test_debug_nans_apply_to_cached_calls():
             assert float(s.value) == 0.0
 
 
-class _InterruptingState(State):
-    """A state whose next stored value raises KeyboardInterrupt once, after storing."""
-
-    armed = False
-
-    @property
-    def _value(self):
-        return State._get_private_or_concrete(self)
-
-    @_value.setter
-    def _value(self, value):
-        State._set_private_or_concrete(self, value)
-        if self.armed:
-            self.armed = False
-            raise KeyboardInterrupt
-
-
-def test_keyboard_interrupt_in_write_back_writes_all_states():
-    a, b, c = State(jnp.zeros(())), _InterruptingState(jnp.zeros(())), State(jnp.zeros(()))
+def test_keyboard_interrupt_in_write_back_writes_all_states(interrupted_state):
+    a, b, c = State(jnp.zeros(())), interrupted_state(jnp.zeros(())), State(jnp.zeros(()))
 
     def step(x):
         a.value = a.value + x
