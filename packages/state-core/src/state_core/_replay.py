@@ -12,7 +12,6 @@ all or nothing.
 
 from __future__ import annotations
 
-import itertools
 import operator
 import sys
 import threading
@@ -27,7 +26,6 @@ from ._donation import donation_switched_on, exclusive_array_counts, exclusively
 from ._invalid_values import refuse_invalid_values
 from ._jax_internals import (
     ArrayImpl,
-    PRNGKeyArray,
     debugging_nans_or_infs,
     each_on_one_device,
     is_eager,
@@ -36,7 +34,7 @@ from ._jax_internals import (
 from ._program import CacheEntry, merger
 from ._signature import reference_avals, values_unchanged
 from ._state import State
-from ._state_io import write_state_values
+from ._state_io import CONCRETE_VALUES, STORED_VALUE, write_state_values
 from ._steady_call import plain_runner
 
 __all__ = [
@@ -50,12 +48,7 @@ __all__ = [
 ]
 
 _ArrayImpl = ArrayImpl
-_PRNGKeyArray = PRNGKeyArray
-_GET_VALUE = operator.attrgetter("_value")
-_AVAL = itertools.repeat("aval")
-_NONE = itertools.repeat(None)
 _rc = sys.getrefcount
-_CONCRETE = (ArrayImpl, PRNGKeyArray)
 
 
 STATES_CHANGED: Any = type("StatesChanged", (), {"__repr__": lambda self: "<states changed>"})()
@@ -200,7 +193,7 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
         try:
             # The values go straight into the lists the program takes: no other list
             # of this module outlives the split, so a value's references can be counted.
-            values = [s.value for s in states] if stacks else list(map(_GET_VALUE, states))
+            values = [s.value for s in states] if stacks else list(map(STORED_VALUE, states))
             if not values_unchanged(values, sigs, ref_avals):
                 return STATES_CHANGED
             if prepare is None:
@@ -293,7 +286,7 @@ def _same_layout(before: list[Any], after: list[Any]) -> bool:
         if len(old_leaves) != len(new_leaves):
             return False
         for a, b in zip(old_leaves, new_leaves, strict=True):
-            if type(a) not in _CONCRETE or type(b) not in _CONCRETE:  # tracers of a plain transformation
+            if type(a) not in CONCRETE_VALUES or type(b) not in CONCRETE_VALUES:  # tracers of a plain transformation
                 return False
             if a.shape != b.shape or a.dtype != b.dtype or a.sharding != b.sharding:
                 return False

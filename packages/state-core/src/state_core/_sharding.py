@@ -289,7 +289,7 @@ def input_placer(
         moved: list[int] = []
         for k, sharding in positions:
             value = values[k]
-            if type(value) is ArrayImpl and (value.sharding == sharding or _placed(value, sharding)):
+            if type(value) is ArrayImpl and _placed(value, sharding):
                 continue  # already placed (or in the form the program's outputs take): the common case
             placed = place(value, sharding)
             if placed is not value:

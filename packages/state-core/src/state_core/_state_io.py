@@ -7,6 +7,7 @@ or nothing, refusing a tracer that would leak out of a plain JAX transformation.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,10 +17,16 @@ from ._context import CTX, OPEN_STACKS
 from ._jax_internals import ArrayImpl, PRNGKeyArray, is_tracer
 from ._state import State, StateLeakError
 
-__all__ = ["read_state_values", "write_state_values"]
+__all__ = ["read_state_values", "write_state_values", "STORED_VALUE", "CONCRETE_VALUES"]
 
 _ArrayImpl = ArrayImpl
 _PRNGKeyArray = PRNGKeyArray
+
+STORED_VALUE = operator.attrgetter("_value")
+"""``STORED_VALUE(state)``: the value a State holds, read without recording it (no trace in progress)."""
+
+CONCRETE_VALUES = (ArrayImpl, PRNGKeyArray)
+"""The value types that are never tracers: a program's concrete results."""
 
 
 def read_state_values(states: Sequence[State[Any]]) -> list[Any]:
@@ -39,7 +46,7 @@ def read_state_values(states: Sequence[State[Any]]) -> list[Any]:
     """
     if OPEN_STACKS.value and CTX.stacks:
         return [s.value for s in states]
-    return [s._value for s in states]
+    return list(map(STORED_VALUE, states))
 
 
 def write_state_values(

@@ -21,26 +21,21 @@ before anything runs, so every path behaves the same.
 from __future__ import annotations
 
 import functools
-import itertools
 import linecache
-import operator
 import os
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from ._context import CTX, OPEN_STACKS
-from ._jax_internals import ArrayImpl, PRNGKeyArray, debug_flag_holders
-from ._signature import value_token
+
+# (``ArrayImpl`` is read by the generated closures, as this module's global: see ``_unrolled_factory``.)
+from ._jax_internals import ArrayImpl, debug_flag_holders  # noqa: F401
+from ._signature import _AVAL, _NONE, value_token
 from ._state import State
-from ._state_io import write_state_values
+from ._state_io import CONCRETE_VALUES, STORED_VALUE, write_state_values
 
 __all__ = ["plain_runner", "UNROLLED_UP_TO"]
-
-_GET_VALUE = operator.attrgetter("_value")
-_AVAL = itertools.repeat("aval")
-_NONE = itertools.repeat(None)
-_CONCRETE = (ArrayImpl, PRNGKeyArray)
 
 UNROLLED_UP_TO = 16
 """Programs with at most this many input states and results get a closure written out for them."""
@@ -83,12 +78,13 @@ def plain_runner(
     n = len(states)
     no_values: list[Any] = []  # (the program reads its argument lists, never changes them)
     written = write_back[0] if len(write_back) == 1 else None
-    # Arrays: their avals; typed keys: their implementation and key data's aval.
+    # Arrays: their avals; typed keys: their implementation and key data's aval (the
+    # tokens ``values_unchanged`` compares, with the choice between them made once here).
     tokens_of, token_args = (getattr, (_AVAL, _NONE)) if type(ref_avals) is list else (value_token, ())
     unlock_order = tuple(reversed(locks))
 
     def write(new_values: list[Any], who: str) -> None:
-        if written is not None and type(new_values[0]) in _CONCRETE:
+        if written is not None and type(new_values[0]) in CONCRETE_VALUES:
             written._value = new_values[0]
         else:  # several states (all or nothing), or a tracer that would leak (refused there)
             write_state_values(write_back, new_values, who)
@@ -99,7 +95,7 @@ def plain_runner(
         for lock in locks:  # hand-out locks (random keys): read, run and write under them, as ``run`` does
             lock.acquire()
         try:
-            values = list(map(_GET_VALUE, states))
+            values = list(map(STORED_VALUE, states))
             if list(map(tokens_of, values, *token_args)) == ref_avals:
                 try:
                     if n_rw == n:
