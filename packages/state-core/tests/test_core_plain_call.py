@@ -1,4 +1,4 @@
-"""The steady call of a plain program (arrays in, no lock, placement or donation) behaves as the general one.
+"""The steady call of a plain program (arrays in, no lock or placement) behaves as the general one.
 
 Its shortcuts (a program found by its argument's aval object, states checked by
 aval identity, results stored without the general write-back) must give the same

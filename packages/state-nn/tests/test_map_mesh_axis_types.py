@@ -186,3 +186,21 @@ def test_checkpoint_of_annotated_states_restores_their_layout(tmp_path, kind, se
     assert_allclose(np.asarray(h.value), 2.0 * np.arange(32.0).reshape(8, 4))
     assert total == 2.0 * float(np.arange(32.0).sum())
     assert h.value.sharding == NamedSharding(mesh, P("data"))
+
+
+def test_a_pmap_ensemble_runs_while_the_random_key_lies_on_another_mesh():
+    # The first call of a program spread over devices asks JAX for its output types
+    # (may it update its states in place?) before its inputs are placed: where a value
+    # lies then (the global key, left on a shard ensemble's mesh) must not matter.
+    def run(key_on_mesh):
+        state_random.seed(3)
+        if key_on_mesh:
+            mesh = _mesh(AxisType.Explicit)
+            state_random.DEFAULT.value = jax.device_put(state_random.DEFAULT.value, NamedSharding(mesh, P()))
+        ens = Map(Noisy(), init_map_size=N, behavior="pmap")
+        ens.init_all_states()
+        x = jnp.ones((N, 3))
+        return [np.asarray(ens(x)) for _ in range(2)]
+
+    for got, want in zip(run(key_on_mesh=True), run(key_on_mesh=False), strict=True):
+        assert_array_equal(got, want)

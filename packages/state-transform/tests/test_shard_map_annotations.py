@@ -114,9 +114,10 @@ def test_states_that_come_back_in_the_full_rank_form_are_not_moved_again(mesh, c
     x = jax.device_put(jnp.ones((N, 2)), NamedSharding(mesh, P("x")))
     f(x)
     assert w.value.sharding.spec == P(None, None) and h.value.sharding.spec == P("x", None)
+    f(x)  # (the program's in-place form, the written states donated, compiles at its second call)
     moves = count_calls(sharding_module, "_put_leaf")
     with count_compiles() as compiles:
-        for _ in range(3):
+        for _ in range(2):
             out = f(x)
         assert moves == [] and compiles == []
     assert float(out) == 2.0 * N

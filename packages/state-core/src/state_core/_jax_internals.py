@@ -225,7 +225,8 @@ except ImportError:  # pragma: no cover - exercised only on an incompatible JAX
 
 # An array's sharding object, read without the ``sharding`` property's Python frame
 # (the hot path of every donating call of a one-device program reads one per input).
-_SHARDING_OF = operator.attrgetter("_sharding" if hasattr(ArrayImpl, "_sharding") else "sharding")
+SHARDING_ATTRIBUTE = "_sharding" if hasattr(ArrayImpl, "_sharding") else "sharding"
+_SHARDING_OF = operator.attrgetter(SHARDING_ATTRIBUTE)
 _SingleDeviceSharding = jax.sharding.SingleDeviceSharding
 
 
@@ -352,6 +353,7 @@ __all__ = [
     "ArrayImpl",
     "KEY_TOKEN",
     "each_on_one_device",
+    "SHARDING_ATTRIBUTE",
     "PRNGKeyArray",
     "hide_library_frames",
     "api_boundary",

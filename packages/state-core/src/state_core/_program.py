@@ -231,7 +231,9 @@ def merger(trace: Trace) -> Callable[[Sequence[Any], Sequence[Any]], list[Any]]:
     return merge
 
 
-def jaxpr_evaluator(trace: Trace) -> Callable[[Sequence[Any], Sequence[Any]], tuple[Any, list[Any], list[Any]]]:
+def jaxpr_evaluator(
+    trace: Trace, who: str = ""
+) -> Callable[[Sequence[Any], Sequence[Any]], tuple[Any, list[Any], list[Any]]]:
     """``evaluate(state_values, dyn_leaves) -> (output, written values, created values)``.
 
     The one evaluation of a traced jaxpr: ``state_values`` holds one value (a pytree)
@@ -241,6 +243,9 @@ def jaxpr_evaluator(trace: Trace) -> Callable[[Sequence[Any], Sequence[Any]], tu
 
     Args:
         trace: the ``Trace`` whose ``closed_jaxpr`` to evaluate.
+        who: how messages name the call (``"jit(step)"``): when JAX re-runs a
+            compiled call op by op to find a NaN it saw, the evaluation refuses
+            the values with a message that starts with it. Default: no name.
 
     Returns:
         ``evaluate(state_values, dyn_leaves)``, returning the function's output (a
@@ -288,7 +293,7 @@ def jaxpr_evaluator(trace: Trace) -> Callable[[Sequence[Any], Sequence[Any]], tu
         if debugging and not any(map(is_tracer, flat)):
             # Evaluated on concrete values (JAX re-running a compiled call op by op to
             # find a NaN it saw, or ``jaxpr_call``): refuse it here, naming the state.
-            refuse_invalid_values("", out, write_states, values)
+            refuse_invalid_values(who, out, write_states, values)
         return out, values[:n_written], values[n_written:]
 
     return evaluate

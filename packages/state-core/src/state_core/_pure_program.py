@@ -29,7 +29,9 @@ def _shapes_kept(trace: Trace, program: Program, leaves: Sequence[Any], may_dona
     The program's output types come from ``jax.eval_shape`` of a compiled form:
     the one the call that follows will likely run (the donating one when it may
     donate from its first call, ``may_donate_first``, and nothing but the States
-    holds the written values), since ``jax.jit`` keeps that trace for it.
+    holds the written values), since ``jax.jit`` keeps that trace for it. A program
+    on several devices (not ``may_donate_first``) is asked with the values' shapes
+    and dtypes alone.
     """
     likely_donates = (
         may_donate_first
@@ -38,6 +40,11 @@ def _shapes_kept(trace: Trace, program: Program, leaves: Sequence[Any], may_dona
     )
     values = [s._value for s in trace.in_states]
     rw, ro = trace.split_values(values)
+    if not may_donate_first:
+        # A program on several devices places its inputs itself (``prepare``, ``jax.pmap``):
+        # where the values lie now (perhaps on another mesh, or under a mesh the caller
+        # set, which tracing would refuse) says nothing about its output types.
+        rw, ro, leaves = jax.tree.map(_shape_only, (rw, ro, list(leaves)))
     if likely_donates and program.donating is not None:
         result = jax.eval_shape(program.donating, rw, ro, *leaves)
         new_values = result[0] if program.donating_new_values_first else result[1]
@@ -53,6 +60,13 @@ def _shapes_kept(trace: Trace, program: Program, leaves: Sequence[Any], may_dona
         if before != after:
             return False
     return True
+
+
+def _shape_only(leaf: Any) -> Any:
+    """``leaf``'s shape and dtype without its placement (a Python or NumPy value stays as it is)."""
+    if isinstance(leaf, jax.Array):
+        return jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, weak_type=getattr(leaf, "weak_type", False))
+    return leaf
 
 
 def _new_values_first(pure: Callable[..., tuple[Any, Any]]) -> Callable[..., tuple[Any, Any]]:
@@ -86,7 +100,7 @@ def named(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
     return fn
 
 
-def pure_program(trace: Trace) -> Callable[..., tuple[Any, list[Any]]]:
+def pure_program(trace: Trace, who: str = "") -> Callable[..., tuple[Any, list[Any]]]:
     """``(written state values, read-only values, *dynamic leaves) -> (output, new values)``.
 
     The new values are those of ``trace.write_states`` (written, then created
@@ -96,6 +110,7 @@ def pure_program(trace: Trace) -> Callable[..., tuple[Any, list[Any]]]:
     Args:
         trace: the ``Trace`` to turn into a program; the function returned does
             not refer to it.
+        who: how messages name the call (see ``jaxpr_evaluator``).
 
     Example:
         >>> import jax.numpy as jnp
@@ -108,7 +123,7 @@ def pure_program(trace: Trace) -> Callable[..., tuple[Any, list[Any]]]:
         >>> pure_program(trace)([jnp.ones(2)], [], 3.0)
         (None, [Array([3., 3.], dtype=float32)])
     """
-    evaluate = jaxpr_evaluator(trace)
+    evaluate = jaxpr_evaluator(trace, who)
     merge = merger(trace)
 
     def pure(rw: list[Any], ro: list[Any], *dyn_leaves: Any) -> tuple[Any, list[Any]]:

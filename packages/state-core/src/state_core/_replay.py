@@ -22,10 +22,11 @@ import jax
 
 from ._context import CTX, OPEN_STACKS
 from ._device_mismatch import device_mismatch_message, labelled_inputs, placements_in
-from ._donation import donation_switched_on, exclusive_array_counts, exclusively_held
+from ._donation import donation_switched_on, exclusive_array_counts, exclusively_held, key_checker
 from ._invalid_values import refuse_invalid_values
 from ._jax_internals import (
     ArrayImpl,
+    PRNGKeyArray,
     debugging_nans_or_infs,
     each_on_one_device,
     is_eager,
@@ -136,7 +137,8 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
     order = [*rw_index, *ro_index]
     states = [trace.in_states[i] for i in order]
     sigs = [trace.state_sigs[i] for i in order]
-    ref_avals = reference_avals([s._value for s in states])
+    values_now = [s._value for s in states]
+    ref_avals = reference_avals(values_now)
     n_rw = len(rw_index)
     argument_labels = trace.argument_labels  # (asked on the failure path only)
     locks = handout_locks([*states, *write_back])
@@ -145,16 +147,18 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
     # Where each written input state's new value is among the program's new values,
     # and the ids of those new values after the last call whose written states kept
     # their layout (None: no such call yet). A donated buffer is reused in place only
-    # when the new value has the old one's layout: donating is safe once the inputs
-    # are the outputs of such a call (the same program keeps the same layout), or,
-    # for a single-device program whose written values keep their shapes and dtypes,
-    # whenever its inputs lie on single devices (then it may donate from its first
-    # call: one compile, the donating form).
+    # when the new value has the old one's layout. For a program that keeps layouts on
+    # one device and whose states' values lay on one device each when it was built,
+    # that holds whenever the arguments lie on one device each: a state value that
+    # passes the signature check has an aval equal to a one-device value's, and JAX's
+    # avals tell values on one device from values spread over several. (Then it may
+    # donate from its first call: one compile, the donating form.) Any other program
+    # donates once its inputs are its own outputs of a call that kept their layout.
     position = {id(s): j for j, s in enumerate(write_back)}
     rw_out = [position[id(trace.in_states[k])] for k in rw_index] if donating is not None else []
     pick_rw_out = operator.itemgetter(*rw_out) if len(rw_out) > 1 else None
-    keeps_layout = program.keeps_layout_on_one_device
-    # (Programs whose written states are below the size gate have no donating form.)
+    on_one_device = program.keeps_layout_on_one_device and each_on_one_device(values_now)
+    del values_now
     may_donate = donating is not None and check is None and n_rw > 0
     donated_form = compiled if donating is None else donating
     # A donating form that lists the new values first (so XLA pairs each buffer with its
@@ -164,6 +168,9 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
     # (A typed key is walked instead: its key data may be held without the key.)
     plain = all(type(s._value) is _ArrayImpl for s in states[:n_rw])
     exclusive = exclusive_array_counts(n_rw) if plain else None
+    # Otherwise the values are walked; typed keys alone (random states) in two steps.
+    keys_only = n_rw > 0 and all(type(s._value) is PRNGKeyArray for s in states[:n_rw])
+    held_alone = key_checker(n_rw) if keys_only else exclusively_held
     steady: list[Any] = [None]
 
     unlock_order = tuple(reversed(locks))
@@ -217,10 +224,8 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
             layout_kept = False
             consider = may_donate and fn is compiled and not stacks
             if consider:
-                # The new values can take the old buffers' places when the inputs are
-                # this program's own outputs of a call that kept their layout, or when
-                # every input lies on one device and the program keeps layouts there.
-                layout_kept = list(map(id, rw)) == steady[0] or (keeps_layout and each_on_one_device(rw, ro, leaves))
+                # (see ``on_one_device`` above)
+                layout_kept = each_on_one_device(leaves) if on_one_device else list(map(id, rw)) == steady[0]
                 # Not while JAX checks for NaNs (it re-runs a failing program on the same
                 # inputs), nor under a plain JAX transformation (the values must stay alive).
                 if (
@@ -228,7 +233,7 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
                     and not debugging
                     and donation_switched_on()
                     and is_eager()
-                    and (exclusively_held(rw) if exclusive is None else list(map(_rc, rw)) == exclusive)
+                    and (held_alone(rw) if exclusive is None else list(map(_rc, rw)) == exclusive)
                 ):
                     fn = donated_form  # nothing but the States holds the old values: reuse their buffers
             ok = False
@@ -256,12 +261,13 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
             finally:
                 if not ok and on_failure is not None:
                     on_failure(merge(rw, ro))
-            if layout_kept:
-                kept = [new_values[rw_out[0]]] if pick_rw_out is None else pick_rw_out(new_values)
-                steady[0] = list(map(id, kept))
-            elif consider:  # compare layouts only while a later call may donate
-                outs = [new_values[j] for j in rw_out]
-                steady[0] = list(map(id, outs)) if _same_layout(rw, outs) else None
+            if consider and not on_one_device:  # (a one-device program decides from its arguments)
+                if layout_kept:
+                    kept = [new_values[rw_out[0]]] if pick_rw_out is None else pick_rw_out(new_values)
+                    steady[0] = list(map(id, kept))
+                else:  # compare layouts only while a later call may donate
+                    outs = [new_values[j] for j in rw_out]
+                    steady[0] = list(map(id, outs)) if _same_layout(rw, outs) else None
             write_state_values(write_back, new_values, who, created=created)
             return out
         finally:
@@ -271,9 +277,10 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
 
     if prepare is not None or check is not None or block or on_failure is not None:
         return run
-    if may_donate or created or ref_avals is None:
+    if (may_donate and not on_one_device) or created or ref_avals is None:
         return run
-    return plain_runner(run, refused, eager, compiled, states, ref_avals, n_rw, write_back, locks)
+    donation = (donated_form, swapped_form is not None, exclusive, held_alone) if may_donate else None
+    return plain_runner(run, refused, eager, compiled, states, ref_avals, n_rw, write_back, locks, donation)
 
 
 def _same_layout(before: list[Any], after: list[Any]) -> bool:
@@ -288,7 +295,10 @@ def _same_layout(before: list[Any], after: list[Any]) -> bool:
         for a, b in zip(old_leaves, new_leaves, strict=True):
             if type(a) not in CONCRETE_VALUES or type(b) not in CONCRETE_VALUES:  # tracers of a plain transformation
                 return False
-            if a.shape != b.shape or a.dtype != b.dtype or a.sharding != b.sharding:
+            if a.shape != b.shape or a.dtype != b.dtype:
+                return False
+            # (JAX gives outputs the full-rank form of a spec: P(None, None) for a declared P().)
+            if a.sharding != b.sharding and not a.sharding.is_equivalent_to(b.sharding, a.ndim):
                 return False
     return True
 

@@ -25,7 +25,7 @@ from ._cache import _NO_AVAL, FunctionRecord, register_cache_owner
 from ._call_contexts import call_contexts_unchanged, recording_call_contexts
 from ._call_signature import CallSignature, positions_of_names
 from ._context import CTX, GENERATION, OPEN_STACKS
-from ._donation import donation_min_bytes
+from ._donation import donation_gate
 from ._graph import graph_roots, graph_states, snapshot_graph
 from ._identity import Unshareable
 from ._introspection import StatefulFunctionIntrospection
@@ -338,13 +338,13 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
             one_device = not several_devices and not spans_devices(jaxpr)
             if (
                 CTX.stacks
-                or _written_nbytes(trace) < donation_min_bytes()
+                or _written_nbytes(trace) < donation_gate(settled.get("eager", program.eager) is not None)
                 or may_fail
                 or not _shapes_kept(trace, program, leaves, one_device)
             ):
-                # Nested programs run on tracers; small written states are not worth the
-                # per-call decision (nor the shape check below: a trace of the compiled form
-                # that a one-shot eager call never uses); a program that may fail after dispatch
+                # Nested programs run on tracers; written states below the gate keep their
+                # buffers (for a program whose first call may run op by op, the shape check
+                # below would trace a compiled form that call never uses); a program that may fail after dispatch
                 # must not have consumed the old values; a written value of another shape
                 # or dtype cannot take the old buffer (XLA would warn).
                 settled["donating"] = None

@@ -1,7 +1,9 @@
 """The steady call of a plain program: read the states, run the compiled program, store the results.
 
 A plain program has arrays (or typed keys) as state values and nothing around
-its run: no placement, donation, wait, check or failure hook. Its steady call is
+its run: no placement, wait, check or failure hook, and in-place updates only
+on one device, decided per call by reference counts (the written states' old
+buffers donated when nothing else holds them). Its steady call is
 a handful of Python operations, and each one counts: right after an XLA dispatch
 the interpreter's caches are cold, so every step costs several times what it
 costs in a loop. A loop over the states, the lists it builds and the slices that
@@ -23,17 +25,30 @@ from __future__ import annotations
 import functools
 import linecache
 import os
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ._context import CTX, OPEN_STACKS
+import jax
 
-# (``ArrayImpl`` is read by the generated closures, as this module's global: see ``_unrolled_factory``.)
-from ._jax_internals import ArrayImpl, debug_flag_holders  # noqa: F401
+from ._context import CTX, OPEN_STACKS
+from ._donation import DONATION_SWITCH, exclusive_local_count, exclusively_held
+
+# (Some names are read only by the generated closures, as this module's globals: see ``_unrolled_factory``.)
+from ._jax_internals import (  # noqa: F401
+    EVAL_TRACE,
+    SHARDING_ATTRIBUTE,
+    TRACE_STATE,
+    ArrayImpl,
+    debug_flag_holders,
+    each_on_one_device,
+)
 from ._signature import _AVAL, _NONE, value_token
 from ._state import State
 from ._state_io import CONCRETE_VALUES, STORED_VALUE, write_state_values
+
+SingleDeviceSharding = jax.sharding.SingleDeviceSharding  # (read by the generated closures)
 
 __all__ = ["plain_runner", "UNROLLED_UP_TO"]
 
@@ -51,6 +66,7 @@ def plain_runner(
     n_rw: int,
     write_back: list[State[Any]],
     locks: tuple[threading.Lock, ...],
+    donation: tuple[Callable[..., Any], bool, list[int] | None, Callable[[list[Any]], bool]] | None = None,
 ) -> Callable[..., Any]:
     """The steady-call closure of a plain program; it hands anything else to ``run``.
 
@@ -66,14 +82,31 @@ def plain_runner(
         n_rw: how many of ``states`` the program writes.
         write_back: the states the program's new values go to, in its order.
         locks: the states' hand-out locks (random keys), taken around read, run and write.
+        donation: for a program that keeps its states' one-device layout and may
+            donate, ``(donating form, whether it returns the new values first,
+            the reference counts of exclusively held plain arrays or None, and
+            the check for other values (``exclusively_held`` or a faster exact
+            form))``; None when it never donates. The closure then runs the donating
+            form whenever donation is on in this thread, no JAX trace is running,
+            nothing but their States holds the written values and every argument
+            lies on one device, as ``run`` decides.
 
     Returns:
         ``steady(leaves, who, eager_ok=False)``, with the result of ``run``.
     """
     nans, infs = debug_flag_holders()
-    if type(ref_avals) is list and not locks and len(states) <= UNROLLED_UP_TO and len(write_back) <= UNROLLED_UP_TO:
-        make = _unrolled_factory(n_rw, len(states) - n_rw, len(write_back))
-        return make(run, refused, eager, compiled, ref_avals, write_back, nans, infs, *states, *write_back)
+    donating, new_values_first, exclusive, held_alone = (
+        donation if donation is not None else (None, False, None, exclusively_held)
+    )
+    if (
+        type(ref_avals) is list
+        and not locks
+        and len(states) <= UNROLLED_UP_TO
+        and len(write_back) <= UNROLLED_UP_TO
+        and (donation is None or exclusive is not None)
+    ):
+        make = _unrolled_factory(n_rw, len(states) - n_rw, len(write_back), donating is not None, new_values_first)
+        return make(run, refused, eager, compiled, donating, ref_avals, write_back, nans, infs, *states, *write_back)
 
     n = len(states)
     no_values: list[Any] = []  # (the program reads its argument lists, never changes them)
@@ -82,6 +115,7 @@ def plain_runner(
     # tokens ``values_unchanged`` compares, with the choice between them made once here).
     tokens_of, token_args = (getattr, (_AVAL, _NONE)) if type(ref_avals) is list else (value_token, ())
     unlock_order = tuple(reversed(locks))
+    switch = DONATION_SWITCH
 
     def write(new_values: list[Any], who: str) -> None:
         if written is not None and type(new_values[0]) in CONCRETE_VALUES:
@@ -97,13 +131,27 @@ def plain_runner(
         try:
             values = list(map(STORED_VALUE, states))
             if list(map(tokens_of, values, *token_args)) == ref_avals:
+                if n_rw == n:
+                    rw, ro = values, no_values
+                else:
+                    rw, ro = values[:n_rw], values[n_rw:]
+                del values  # (only ``rw`` may hold the written values when their references are counted)
                 try:
-                    if n_rw == n:
-                        out, new_values = compiled(values, no_values, *leaves)
+                    if (
+                        donating is not None
+                        and (switch.on_everywhere or switch.on())
+                        and TRACE_STATE.value is EVAL_TRACE
+                        and (held_alone(rw) if exclusive is None else list(map(_rc, rw)) == exclusive)
+                        and each_on_one_device(leaves)
+                    ):
+                        if new_values_first:
+                            new_values, out = donating(rw, ro, *leaves)
+                        else:
+                            out, new_values = donating(rw, ro, *leaves)
                     else:
-                        out, new_values = compiled(values[:n_rw], values[n_rw:], *leaves)
+                        out, new_values = compiled(rw, ro, *leaves)
                 except (ValueError, KeyError) as err:
-                    refused(err, values, leaves, who)
+                    refused(err, [*rw, *ro], leaves, who)
                     raise
                 if write_back:
                     write(new_values, who)
@@ -116,21 +164,46 @@ def plain_runner(
     return plain_run
 
 
+_rc = sys.getrefcount
+
 # The closure written out for one shape. ``s<i>`` are the input states (the first
 # n_rw written), ``v<i>`` their values, ``w<j>`` the states the new values go to;
 # ``avals[i]`` is read on every call because ``run`` renews it in place when a value
 # with an equal aval comes in. Several stores are all or nothing: an interrupt
 # half-way finishes them (as ``write_state_values`` does).
 _HEAD = """\
-def make(run, refused, eager, compiled, avals, write_back, nans, infs, {params}):
+def make(run, refused, eager, compiled, donating, avals, write_back, nans, infs, {params}):
     def unrolled_steady_call(leaves, who, eager_ok=False):
         if (OPEN_STACKS.value and CTX.stacks) or eager[0] is not None or nans.value or infs.value:
             return run(leaves, who, eager_ok)
 {reads}
         if {changed}:
             return run(leaves, who, eager_ok)  # a value changed: nothing ran, the general path decides
+"""
+_CALL = """\
         try:
             {call}
+        except (ValueError, KeyError) as err:
+            refused(err, [{values}], leaves, who)
+            raise
+"""
+# Donate when donation is on in this thread (the flag: in every thread), no JAX trace runs, nothing but its State
+# and the local holds each written value, and every argument lies on one device (the
+# states' values do: their avals are those of one-device values, see ``program_runner``).
+_DONATING_CALL = """\
+        donate = (
+            (DONATION_SWITCH.on_everywhere or DONATION_SWITCH.on()) and TRACE_STATE.value is EVAL_TRACE and {exclusive}
+        )
+        if donate:
+            for leaf in leaves:
+                if type(leaf) is not ArrayImpl or type(leaf.{sharding}) is not SingleDeviceSharding:
+                    donate = each_on_one_device(leaves)
+                    break
+        try:
+            if donate:
+                {donated_call}
+            else:
+                {call}
         except (ValueError, KeyError) as err:
             refused(err, [{values}], leaves, who)
             raise
@@ -160,27 +233,37 @@ _TAIL = """\
 """
 
 
-def _steady_source(n_rw: int, n_ro: int, n_written: int) -> str:
+def _steady_source(n_rw: int, n_ro: int, n_written: int, donates: bool, new_values_first: bool) -> str:
     """The source of the factory of a steady closure for this shape of program."""
     n = n_rw + n_ro
     states = [f"s{i}" for i in range(n)]
     values = [f"v{i}" for i in range(n)]
     targets = [f"w{j}" for j in range(n_written)]
     call_args = f"[{', '.join(values[:n_rw])}], [{', '.join(values[n_rw:])}], *leaves"
-    head = _HEAD.format(
+    source = _HEAD.format(
         params=", ".join(states + targets) or "*_",
         reads="\n".join(f"        v{i} = s{i}._value" for i in range(n)),
         changed=" or ".join(f'getattr(v{i}, "aval", None) is not avals[{i}]' for i in range(n)) or "False",
-        call=f"return compiled({call_args})[0]" if not n_written else f"out, new_values = compiled({call_args})",
-        values=", ".join(values),
     )
+    call = f"return compiled({call_args})[0]" if not n_written else f"out, new_values = compiled({call_args})"
+    if donates:
+        results = "new_values, out" if new_values_first else "out, new_values"
+        source += _DONATING_CALL.format(
+            exclusive=" and ".join(f"_rc(v{i}) == EXCLUSIVE" for i in range(n_rw)),
+            sharding=SHARDING_ATTRIBUTE,
+            donated_call=f"{results} = donating({call_args})",
+            call=call,
+            values=", ".join(values),
+        )
+    else:
+        source += _CALL.format(call=call, values=", ".join(values))
     if not n_written:
-        return head + _TAIL
+        return source + _TAIL
     if n_written == 1:
-        return head + _STORE_ONE + _TAIL
+        return source + _STORE_ONE + _TAIL
     stores = [f"w{j}._value = new_values[{j}]" for j in range(n_written)]
     return (
-        head
+        source
         + _STORE_ALL.format(
             stores="\n".join(" " * 12 + line for line in stores),
             stores_again="\n".join(" " * 16 + line for line in stores),
@@ -189,19 +272,27 @@ def _steady_source(n_rw: int, n_ro: int, n_written: int) -> str:
     )
 
 
+EXCLUSIVE = exclusive_local_count()  # (read by the generated closures)
+
+
 @functools.lru_cache(maxsize=64)
-def _unrolled_factory(n_rw: int, n_ro: int, n_written: int) -> Callable[..., Callable[..., Any]]:
-    """``make(run, refused, eager, compiled, avals, write_back, nans, infs, *states, *targets)`` for this shape.
+def _unrolled_factory(
+    n_rw: int, n_ro: int, n_written: int, donates: bool, new_values_first: bool
+) -> Callable[..., Callable[..., Any]]:
+    """The factory of steady closures for this shape of program.
+
+    ``make(run, refused, eager, compiled, donating, avals, write_back, nans, infs,
+    *states, *targets)`` returns the closure.
 
     Compiled once per shape (and kept for the 64 latest shapes). Its names
-    (``OPEN_STACKS``, ``CTX``, ``ArrayImpl``, ``write_state_values``) are this
-    module's globals. Its code is named after this module's directory, so JAX's
-    traceback filter hides its frames as it hides ours, and its source is
-    registered with ``linecache`` so an unfiltered traceback shows the line that
-    raised.
+    (``OPEN_STACKS``, ``CTX``, ``ArrayImpl``, ``write_state_values``, the donation
+    checks) are this module's globals. Its code is named after this module's
+    directory, so JAX's traceback filter hides its frames as it hides ours, and its
+    source is registered with ``linecache`` so an unfiltered traceback shows the
+    line that raised.
     """
-    source = _steady_source(n_rw, n_ro, n_written)
-    shape = f"{n_rw} written, {n_ro} read, {n_written} stored"
+    source = _steady_source(n_rw, n_ro, n_written, donates, new_values_first)
+    shape = f"{n_rw} written, {n_ro} read, {n_written} stored" + (", donating" if donates else "")
     filename = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"<steady call: {shape}>")
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
     namespace: dict[str, Any] = {}

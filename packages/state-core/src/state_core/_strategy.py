@@ -300,7 +300,7 @@ class Strategy(Generic[CtxT]):
             info: what ``analyze`` returned for it.
             name: how the program and messages name the function.
         """
-        pure = named(pure_program(trace), name)
+        pure = named(pure_program(trace, self.call_name(name)), name)
         return Program(
             run=jax.jit(pure),
             write_back=trace.write_states,

@@ -339,7 +339,7 @@ class GradStrategy(Strategy[TraceContext]):
 
     def compile(self, trace: Trace, info: GradInfo, name: str) -> Program:
         """``jax.grad`` of the traced program with respect to the states and arguments, compiled with ``jax.jit``."""
-        evaluate = jaxpr_evaluator(trace)
+        evaluate = jaxpr_evaluator(trace, self.call_name(name))
         grad_index, arg_tuple = info.grad_index, info.arg_tuple
         # A state listed twice in grad_states is differentiated once; every entry
         # that names it receives that full gradient.

@@ -188,7 +188,7 @@ class JitStrategy(Strategy[TraceContext]):
             user_out = None if self.out_shardings is _UNSET else self.out_shardings
             kwargs["out_shardings"] = (user_out, list(info.out_shardings))
         prepare = _checked(info.mesh_check, input_placer(trace.in_states, info.in_shardings)) if annotated else None
-        pure = named(pure_program(trace), name)
+        pure = named(pure_program(trace, self.call_name(name)), name)
         run = jax.jit(pure, donate_argnums=tuple(donate), **kwargs)
         # The written states' values (argument 0) are donated too when nothing else holds them.
         donating = self.donating(jax.jit, pure, trace, **kwargs)
@@ -534,7 +534,7 @@ def jit(
             transformation, while ``jax_debug_nans`` / ``jax_debug_infs`` is on, for
             a program that calls back into Python, when the new value has another
             shape, dtype or layout, or when the written values hold less than
-            ``state_core.engine.set_donation_min_bytes`` (128 KiB). Not seen by the
+            ``state_core.engine.set_donation_min_bytes`` (0 by default). Not seen by the
             check: a second array object JAX made to share the buffer
             (``jax.device_put(state.value, device)`` onto the device it already lies
             on, ``state.value.addressable_data(i)``); it is deleted with the old

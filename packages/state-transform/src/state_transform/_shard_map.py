@@ -442,7 +442,7 @@ class ShardMapStrategy(Strategy[_ShardTrace]):
     # ------------------------------------------------------------------ compiling
     def compile(self, trace: Trace, info: ShardInfo, name: str) -> Program:
         """``jax.jit(jax.shard_map(...))`` of the traced program, its inputs placed by their specs."""
-        evaluate = jaxpr_evaluator(trace)
+        evaluate = jaxpr_evaluator(trace, self.call_name(name))
         split_positions = info.split_positions
         split_states = tuple(trace.in_states[k] for k in split_positions)
         mask = info.written_mask
