@@ -3,13 +3,14 @@
 Every steady case times an eager call of ours (state gathered, one compiled
 program, results written back) against the physical limit: a hand-written
 ``jax.jit(jax.vmap(pure))`` (or ``jax.pmap`` / ``jax.jit(jax.shard_map)``) called
-with the state values as arguments and the new values threaded back by hand.
+with the state values as arguments, the written ones donated (``donate_argnums``:
+their old values are dead), and the new values threaded back by hand.
 
 The main table gives ratios only: each row's time over its reference's time in
 the same run. Steady rows are cached calls against the compiled pure-JAX program;
 the one-shot ``Map.init_all_states`` rows are against an eager ``jax.vmap`` of the
 init; the first-call rows (trace + compile of a new signature) against JAX's own
-first call of ``jax.jit(jax.vmap(pure))`` (``bench_first_call.py``); the memory row
+first call of ``jax.jit(jax.vmap(pure), donate_argnums=0)`` (``bench_first_call.py``); the memory row
 against ``jax.jit(step, donate_argnums=0)`` (time and peak memory); the inline-grad
 row against an eager ``jax.grad`` step. With ``--compare`` brainstate and flax.nnx
 run the same cases in the same run (``compare.py``), as their users write them.
@@ -121,8 +122,8 @@ def case_vmap_states(n_states: int) -> tuple[Callable, Callable]:
             total = total + v
         return new, total
 
-    pure_c = jax.jit(jax.vmap(pure, in_axes=(0, 0), out_axes=(0, 0)))
-    box = {"values": [s.value for s in states]}
+    pure_c = jax.jit(jax.vmap(pure, in_axes=(0, 0), out_axes=(0, 0)), donate_argnums=0)
+    box = {"values": [s.value + 0.0 for s in states]}
 
     def run_pure():
         box["values"], out = pure_c(box["values"], x)
@@ -146,7 +147,7 @@ def case_vmap_random() -> tuple[Callable, Callable]:
 
         return jax.vmap(lane)(lanes, s), jax.random.split(parts[0], 2)[1]
 
-    pure_c = jax.jit(pure)
+    pure_c = jax.jit(pure, donate_argnums=0)
     box = {"key": jax.random.key(0)}
 
     def run_pure():
@@ -168,7 +169,7 @@ def case_pmap() -> tuple[Callable, Callable]:
         step, axis_name="d", state_in_axes={0: OfType(sc.ParamState)}, state_out_axes={0: OfType(sc.ParamState)}
     )
     delta = jnp.ones((n, 4))
-    pure_c = jax.pmap(lambda v, d: (v * 0.5 + d, (v * 0.5 + d).sum()), axis_name="d")
+    pure_c = jax.pmap(lambda v, d: (v * 0.5 + d, (v * 0.5 + d).sum()), axis_name="d", donate_argnums=0)
     box = {"w": jnp.ones((n, 4))}
 
     def run_pure():
@@ -202,7 +203,9 @@ def case_shard_map(jitted: bool = False) -> tuple[Callable, Callable]:
     def pure(b, d):
         return b + d, jax.lax.psum(jnp.sum(d, keepdims=True), "x")
 
-    pure_c = jax.jit(jax.shard_map(pure, mesh=mesh, in_specs=(P("x"), P("x")), out_specs=(P("x"), P())))
+    pure_c = jax.jit(
+        jax.shard_map(pure, mesh=mesh, in_specs=(P("x"), P("x")), out_specs=(P("x"), P())), donate_argnums=0
+    )
     box = {"b": jax.device_put(jnp.zeros(jax.device_count() * 4), sharded)}
 
     def run_pure():
@@ -227,8 +230,8 @@ def case_jit_vmap(n_states: int = 10) -> tuple[Callable, Callable]:
         new = [v * 0.5 + inp for v in values]
         return new, new[0]
 
-    pure_c = jax.jit(jax.vmap(pure))
-    box = {"v": [s.value for s in states]}
+    pure_c = jax.jit(jax.vmap(pure), donate_argnums=0)
+    box = {"v": [s.value + 0.0 for s in states]}
 
     def run_pure():
         box["v"], out = pure_c(box["v"], x)
@@ -266,7 +269,7 @@ def case_alternating(kind: str, n_signatures: int) -> tuple[Callable, Callable]:
 
         return run_ours, run_pure
     ours_fn = jit(step)
-    pure_c = jax.jit(pure_step)
+    pure_c = jax.jit(pure_step, donate_argnums=1)
     box = {"i": 0, "h": jnp.zeros(4)}
 
     def run_ours():
@@ -304,7 +307,7 @@ def case_map_update(members: int) -> tuple[Callable, Callable] | None:
         nv = v * 0.9 + inp * w
         return nv, nv
 
-    pure_c = jax.jit(jax.vmap(pure))
+    pure_c = jax.jit(jax.vmap(pure), donate_argnums=0)
     box = {"v": jnp.zeros((members, 4)), "w": jnp.ones((members, 4))}
 
     def run_pure():

@@ -3,8 +3,8 @@
 A population of leaky integrate-and-fire neurons with ``RandomState`` noise is
 stepped by ``for_loop`` inside ``jit`` (and under ``vmap2`` over an ensemble);
 the reference threads the membrane potentials, spikes and PRNG keys through a
-hand-written ``jax.lax.scan`` and splits the keys by hand, exactly as our
-RandomState does. A third case times a 10,000-step loop with and without a
+hand-written ``jax.lax.scan`` (donated, as their old values are dead) and splits
+the keys by hand, exactly as our RandomState does. A third case times a 10,000-step loop with and without a
 progress bar.
 
     python benchmarks/bench_loops.py           # full sizes
@@ -16,6 +16,7 @@ progress bar.
 from __future__ import annotations
 
 import argparse
+import functools
 import io
 import statistics
 import sys
@@ -103,7 +104,7 @@ def make_single(n: int = N_NEURONS, steps: int = N_STEPS) -> tuple[Callable, Cal
     ts = jnp.arange(steps, dtype=jnp.float32)
     ours = jit(lambda ts: for_loop(pop.update, ts))
 
-    sim = jax.jit(_reference_scan(n))
+    sim = jax.jit(_reference_scan(n), donate_argnums=(0, 1, 2))
     box = [jnp.full((n,), V_REST), jnp.zeros((n,), bool), jax.random.key(0)]
 
     def ref():
@@ -127,7 +128,7 @@ def make_ensemble(n: int = N_NEURONS, steps: int = N_STEPS, members: int = ENSEM
 
     one = _reference_scan(n)
 
-    @jax.jit
+    @functools.partial(jax.jit, donate_argnums=(0, 1, 2))
     def sim(v, spike, key, ts):
         parts = jax.random.split(key, members + 1)  # the same lane keys vmap2 hands out
         v, spike, _, counts = jax.vmap(one, in_axes=(0, 0, 0, None))(v, spike, parts[1:], ts)

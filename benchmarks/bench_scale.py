@@ -1,7 +1,8 @@
 """Benchmark: one data-parallel training step on 8 devices against hand-written JAX.
 
 The MLP of ``examples/data_parallel_mlp.py`` (wider here) takes one SGD step on
-a batch sharded over a 1-D mesh of every device, parameters replicated:
+a batch sharded over a 1-D mesh of every device, parameters replicated (the
+hand-written steps donate the old parameters):
 
 * ``shard_map`` + nested ``grad`` against ``jax.shard_map`` + ``jax.grad``;
 * ``jit`` on the sharded batch against ``jax.jit`` with the same in/out shardings.

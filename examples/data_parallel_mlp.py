@@ -139,7 +139,7 @@ def pure_sgd(weights: list, grads: list) -> list:
 
 
 def pure_shard_map_step(mesh: jax.sharding.Mesh):
-    """``(weights, x, y) -> (weights, loss)`` with jax.shard_map and jax.grad."""
+    """``(weights, x, y) -> (weights, loss)`` with jax.shard_map and jax.grad (the old weights donated)."""
 
     def local_step(weights, x, y):
         def loss_fn(weights):
@@ -148,18 +148,21 @@ def pure_shard_map_step(mesh: jax.sharding.Mesh):
         loss, grads = jax.value_and_grad(loss_fn)(weights)
         return pure_sgd(weights, grads), loss
 
-    return jax.jit(jax.shard_map(local_step, mesh=mesh, in_specs=(P(), P("data"), P("data")), out_specs=(P(), P())))
+    mapped = jax.shard_map(local_step, mesh=mesh, in_specs=(P(), P("data"), P("data")), out_specs=(P(), P()))
+    return jax.jit(mapped, donate_argnums=0)
 
 
 def pure_jit_step(mesh: jax.sharding.Mesh):
-    """``(weights, x, y) -> (weights, loss)`` with jax.jit over sharded inputs."""
+    """``(weights, x, y) -> (weights, loss)`` with jax.jit over sharded inputs (the old weights donated)."""
 
     def step(weights, x, y):
         loss, grads = jax.value_and_grad(lambda w: jnp.mean((pure_forward(w, x) - y) ** 2))(weights)
         return pure_sgd(weights, grads), loss
 
     replicated, batch = NamedSharding(mesh, P()), NamedSharding(mesh, P("data"))
-    return jax.jit(step, in_shardings=(replicated, batch, batch), out_shardings=(replicated, replicated))
+    return jax.jit(
+        step, in_shardings=(replicated, batch, batch), out_shardings=(replicated, replicated), donate_argnums=0
+    )
 
 
 def model_weights(model: MLP) -> list[tuple[np.ndarray, np.ndarray]]:
