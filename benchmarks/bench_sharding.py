@@ -82,7 +82,9 @@ def make_data_parallel_step() -> tuple[Callable[[], Any], Callable[[], Any]]:
     pure_c = jax.jit(
         pure_step, in_shardings=(shardings, batch, batch), out_shardings=(shardings, replicated), donate_argnums=0
     )
-    box = {"p": jax.device_put(init, shardings)}
+    # (copies: ``jax.device_put`` onto a mesh shares the device-0 buffer with its input, and
+    # the states' own placed values share it too; donating one would delete the other's)
+    box = {"p": jax.device_put(jax.tree.map(jnp.copy, init), shardings)}
 
     def reference():
         box["p"], loss = pure_c(box["p"], x, y)
