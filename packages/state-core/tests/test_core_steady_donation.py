@@ -178,6 +178,36 @@ def test_an_argument_on_several_devices_is_not_donated_and_warns_nothing():
     assert_allclose(np.asarray(s.value), np.full((8, 2), 4.0))
 
 
+def test_a_state_moved_onto_a_mesh_and_back_warns_nothing_and_donates_again():
+    mesh = jax.sharding.Mesh(np.array(jax.devices()), ("x",))  # (Auto axes: no mesh context needed)
+    s = State(jnp.zeros((8, 2)), name="s")
+
+    def step(x):
+        # Split over the mesh, the new value comes out replicated: another layout than the
+        # old one, whose buffers it cannot take (JAX would warn if they were donated).
+        s.value = s.value.sum(0, keepdims=True) * jnp.ones((8, 1)) + x
+        return s.value.sum()
+
+    f = StatefulFunction(step)
+    x = jnp.ones(2)
+    f(x)
+    f(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(3):  # placed anew before each call: the same aval object each time
+            s.value = jax.device_put(s.value, NamedSharding(mesh, P("x")))
+            f(x)
+        assert len(s.value.sharding.device_set) == 8
+        s.value = jax.device_put(s.value, jax.devices()[0])
+        f(x)
+        assert _donates(f, x, s)
+    # Each call: every row becomes the column sums (8 x the row) plus 1.
+    expected = np.zeros((8, 2))
+    for _ in range(7):
+        expected = expected.sum(0, keepdims=True) * np.ones((8, 1)) + 1.0
+    assert_allclose(np.asarray(s.value), expected)
+
+
 def test_a_value_on_several_devices_never_has_the_aval_of_a_one_device_value():
     # The steady calls rely on it: a state value that passes their aval check lies on
     # one device when the reference value did.

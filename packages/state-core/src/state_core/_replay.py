@@ -148,16 +148,19 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
     # and the ids of those new values after the last call whose written states kept
     # their layout (None: no such call yet). A donated buffer is reused in place only
     # when the new value has the old one's layout. For a program that keeps layouts on
-    # one device and whose states' values lay on one device each when it was built,
-    # that holds whenever the arguments lie on one device each: a state value that
-    # passes the signature check has an aval equal to a one-device value's, and JAX's
-    # avals tell values on one device from values spread over several. (Then it may
-    # donate from its first call: one compile, the donating form.) Any other program
-    # donates once its inputs are its own outputs of a call that kept their layout.
+    # one device, that holds whenever its states' values and arguments lie on one
+    # device each (then it may donate from its first call: one compile, the donating
+    # form). ``values_on_one_device[0]`` says whether the values the last general call accepted did:
+    # a value whose aval is the very object the signature check keeps has that
+    # value's placement too (JAX's avals tell values on one device from values
+    # spread over several), so the steady closure reads it instead of asking each
+    # value. Any other program (or values spread over devices) donates once its
+    # inputs are its own outputs of a call that kept their layout.
     position = {id(s): j for j, s in enumerate(write_back)}
     rw_out = [position[id(trace.in_states[k])] for k in rw_index] if donating is not None else []
     pick_rw_out = operator.itemgetter(*rw_out) if len(rw_out) > 1 else None
-    on_one_device = program.keeps_layout_on_one_device and each_on_one_device(values_now)
+    one_device_program = program.keeps_layout_on_one_device
+    values_on_one_device = [one_device_program and each_on_one_device(values_now)]
     del values_now
     may_donate = donating is not None and check is None and n_rw > 0
     donated_form = compiled if donating is None else donating
@@ -223,9 +226,12 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
                     fn = first
             layout_kept = False
             consider = may_donate and fn is compiled and not stacks
+            by_ids = True  # (see ``values_on_one_device`` above)
             if consider:
-                # (see ``on_one_device`` above)
-                layout_kept = each_on_one_device(leaves) if on_one_device else list(map(id, rw)) == steady[0]
+                if one_device_program:
+                    values_on_one_device[0] = each_on_one_device(rw, ro)
+                    by_ids = not values_on_one_device[0]
+                layout_kept = list(map(id, rw)) == steady[0] if by_ids else each_on_one_device(leaves)
                 # Not while JAX checks for NaNs (it re-runs a failing program on the same
                 # inputs), nor under a plain JAX transformation (the values must stay alive).
                 if (
@@ -261,7 +267,7 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
             finally:
                 if not ok and on_failure is not None:
                     on_failure(merge(rw, ro))
-            if consider and not on_one_device:  # (a one-device program decides from its arguments)
+            if consider and by_ids:
                 if layout_kept:
                     kept = [new_values[rw_out[0]]] if pick_rw_out is None else pick_rw_out(new_values)
                     steady[0] = list(map(id, kept))
@@ -277,9 +283,11 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
 
     if prepare is not None or check is not None or block or on_failure is not None:
         return run
-    if (may_donate and not on_one_device) or created or ref_avals is None:
+    if (may_donate and not one_device_program) or created or ref_avals is None:
         return run
-    donation = (donated_form, swapped_form is not None, exclusive, held_alone) if may_donate else None
+    donation = None
+    if may_donate:
+        donation = (donated_form, swapped_form is not None, exclusive, held_alone, values_on_one_device)
     return plain_runner(run, refused, eager, compiled, states, ref_avals, n_rw, write_back, locks, donation)
 
 

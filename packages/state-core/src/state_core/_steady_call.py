@@ -66,7 +66,7 @@ def plain_runner(
     n_rw: int,
     write_back: list[State[Any]],
     locks: tuple[threading.Lock, ...],
-    donation: tuple[Callable[..., Any], bool, list[int] | None, Callable[[list[Any]], bool]] | None = None,
+    donation: tuple[Callable[..., Any], bool, list[int] | None, Callable[[list[Any]], bool], list[bool]] | None = None,
 ) -> Callable[..., Any]:
     """The steady-call closure of a plain program; it hands anything else to ``run``.
 
@@ -86,17 +86,19 @@ def plain_runner(
             donate, ``(donating form, whether it returns the new values first,
             the reference counts of exclusively held plain arrays or None, and
             the check for other values (``exclusively_held`` or a faster exact
-            form))``; None when it never donates. The closure then runs the donating
-            form whenever donation is on in this thread, no JAX trace is running,
-            nothing but their States holds the written values and every argument
-            lies on one device, as ``run`` decides.
+            form), and a one-element list ``run`` keeps: whether the state values
+            it last accepted lay on one device each)``; None when it never donates.
+            While they did not, every call goes to ``run``. Otherwise the closure
+            runs the donating form whenever donation is on in this thread, no JAX
+            trace is running, nothing but their States holds the written values
+            and every argument lies on one device, as ``run`` decides.
 
     Returns:
         ``steady(leaves, who, eager_ok=False)``, with the result of ``run``.
     """
     nans, infs = debug_flag_holders()
-    donating, new_values_first, exclusive, held_alone = (
-        donation if donation is not None else (None, False, None, exclusively_held)
+    donating, new_values_first, exclusive, held_alone, placed = (
+        donation if donation is not None else (None, False, None, exclusively_held, [True])
     )
     if (
         type(ref_avals) is list
@@ -106,7 +108,9 @@ def plain_runner(
         and (donation is None or exclusive is not None)
     ):
         make = _unrolled_factory(n_rw, len(states) - n_rw, len(write_back), donating is not None, new_values_first)
-        return make(run, refused, eager, compiled, donating, ref_avals, write_back, nans, infs, *states, *write_back)
+        return make(
+            run, refused, eager, compiled, donating, placed, ref_avals, write_back, nans, infs, *states, *write_back
+        )
 
     n = len(states)
     no_values: list[Any] = []  # (the program reads its argument lists, never changes them)
@@ -130,7 +134,7 @@ def plain_runner(
             lock.acquire()
         try:
             values = list(map(STORED_VALUE, states))
-            if list(map(tokens_of, values, *token_args)) == ref_avals:
+            if list(map(tokens_of, values, *token_args)) == ref_avals and placed[0]:
                 if n_rw == n:
                     rw, ro = values, no_values
                 else:
@@ -172,7 +176,7 @@ _rc = sys.getrefcount
 # with an equal aval comes in. Several stores are all or nothing: an interrupt
 # half-way finishes them (as ``write_state_values`` does).
 _HEAD = """\
-def make(run, refused, eager, compiled, donating, avals, write_back, nans, infs, {params}):
+def make(run, refused, eager, compiled, donating, placed, avals, write_back, nans, infs, {params}):
     def unrolled_steady_call(leaves, who, eager_ok=False):
         if (OPEN_STACKS.value and CTX.stacks) or eager[0] is not None or nans.value or infs.value:
             return run(leaves, who, eager_ok)
@@ -187,10 +191,12 @@ _CALL = """\
             refused(err, [{values}], leaves, who)
             raise
 """
-# Donate when donation is on in this thread (the flag: in every thread), no JAX trace runs, nothing but its State
-# and the local holds each written value, and every argument lies on one device (the
-# states' values do: their avals are those of one-device values, see ``program_runner``).
+# Donate when donation is on in this thread (the flag: in every thread), no JAX trace runs,
+# nothing but its State and the local holds each written value, and every argument lies
+# on one device (the states' values do when ``placed[0]``, see ``program_runner``).
 _DONATING_CALL = """\
+        if not placed[0]:
+            return run(leaves, who, eager_ok)  # values spread over devices: the general path decides
         donate = (
             (DONATION_SWITCH.on_everywhere or DONATION_SWITCH.on()) and TRACE_STATE.value is EVAL_TRACE and {exclusive}
         )
@@ -281,8 +287,8 @@ def _unrolled_factory(
 ) -> Callable[..., Callable[..., Any]]:
     """The factory of steady closures for this shape of program.
 
-    ``make(run, refused, eager, compiled, donating, avals, write_back, nans, infs,
-    *states, *targets)`` returns the closure.
+    ``make(run, refused, eager, compiled, donating, placed, avals, write_back, nans,
+    infs, *states, *targets)`` returns the closure.
 
     Compiled once per shape (and kept for the 64 latest shapes). Its names
     (``OPEN_STACKS``, ``CTX``, ``ArrayImpl``, ``write_state_values``, the donation
