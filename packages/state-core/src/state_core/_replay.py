@@ -105,10 +105,10 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
     sees the input values, and the error propagates after this single run. The
     closure does not refer to ``entry``, so an evicted entry is freed at once.
 
-    A program with nothing around its run (no placement, donation, wait, check or
-    failure hook, and state values that are arrays or typed keys) gets a shorter
-    closure for its steady calls, with the same behaviour: it hands every other
-    case to the general one before running anything.
+    A program with nothing around its run (no placement, wait, check or failure
+    hook, in-place updates only on one device, and state values that are arrays or
+    typed keys) gets a shorter closure for its steady calls, with the same
+    behaviour: it hands every other case to the general one before running anything.
 
     Args:
         entry: the cache entry whose ``trace`` and ``program`` to run.
@@ -150,12 +150,12 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
     # when the new value has the old one's layout. For a program that keeps layouts on
     # one device, that holds whenever its states' values and arguments lie on one
     # device each (then it may donate from its first call: one compile, the donating
-    # form). ``values_on_one_device[0]`` says whether the values the last general call accepted did:
-    # a value whose aval is the very object the signature check keeps has that
-    # value's placement too (JAX's avals tell values on one device from values
-    # spread over several), so the steady closure reads it instead of asking each
-    # value. Any other program (or values spread over devices) donates once its
-    # inputs are its own outputs of a call that kept their layout.
+    # form). ``values_on_one_device[0]`` says whether the state values the last general
+    # call accepted did: a value whose aval is the very object the signature check
+    # keeps has that value's placement too (JAX's avals tell values on one device from
+    # values spread over several), so the steady closure reads the flag instead of
+    # asking each value. Any other program (or values spread over devices) donates
+    # once its inputs are its own outputs of a call that kept their layout.
     position = {id(s): j for j, s in enumerate(write_back)}
     rw_out = [position[id(trace.in_states[k])] for k in rw_index] if donating is not None else []
     pick_rw_out = operator.itemgetter(*rw_out) if len(rw_out) > 1 else None

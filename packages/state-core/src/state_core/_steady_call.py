@@ -194,7 +194,7 @@ _CALL = """\
 # Donate when donation is on in this thread (the flag: in every thread), no JAX trace runs,
 # nothing but its State and the local holds each written value, and every argument lies
 # on one device (the states' values do when ``placed[0]``, see ``program_runner``).
-_DONATING_CALL = """\
+_DONATION_DECISION = """\
         if not placed[0]:
             return run(leaves, who, eager_ok)  # values spread over devices: the general path decides
         donate = (
@@ -205,14 +205,12 @@ _DONATING_CALL = """\
                 if type(leaf) is not ArrayImpl or type(leaf.{sharding}) is not SingleDeviceSharding:
                     donate = each_on_one_device(leaves)
                     break
-        try:
-            if donate:
+"""
+_EITHER_FORM = """\
+if donate:
                 {donated_call}
             else:
-                {call}
-        except (ValueError, KeyError) as err:
-            refused(err, [{values}], leaves, who)
-            raise
+                {call}\
 """
 _STORE_ONE = """\
         if type(new_values[0]) is not ArrayImpl:  # a tracer would leak: the general write-back refuses it
@@ -253,16 +251,12 @@ def _steady_source(n_rw: int, n_ro: int, n_written: int, donates: bool, new_valu
     )
     call = f"return compiled({call_args})[0]" if not n_written else f"out, new_values = compiled({call_args})"
     if donates:
-        results = "new_values, out" if new_values_first else "out, new_values"
-        source += _DONATING_CALL.format(
-            exclusive=" and ".join(f"_rc(v{i}) == EXCLUSIVE" for i in range(n_rw)),
-            sharding=SHARDING_ATTRIBUTE,
-            donated_call=f"{results} = donating({call_args})",
-            call=call,
-            values=", ".join(values),
+        source += _DONATION_DECISION.format(
+            exclusive=" and ".join(f"_rc(v{i}) == EXCLUSIVE" for i in range(n_rw)), sharding=SHARDING_ATTRIBUTE
         )
-    else:
-        source += _CALL.format(call=call, values=", ".join(values))
+        results = "new_values, out" if new_values_first else "out, new_values"
+        call = _EITHER_FORM.format(donated_call=f"{results} = donating({call_args})", call=call)
+    source += _CALL.format(call=call, values=", ".join(values))
     if not n_written:
         return source + _TAIL
     if n_written == 1:
