@@ -33,7 +33,7 @@ __all__ = [
     "exclusively_held",
     "exclusive_array_counts",
     "exclusive_local_count",
-    "key_checker",
+    "held_alone_check",
     "DONATION_SWITCH",
     "donation",
     "set_donation",
@@ -175,12 +175,8 @@ def _calibrate_keys() -> int:
 _KEY_DATA_ALONE = _calibrate_keys()
 
 
-def key_checker(n: int) -> Callable[[list[Any]], bool]:
-    """``exclusively_held`` for ``n`` values that are all typed PRNG keys, in two C-level steps.
-
-    Args:
-        n: the number of written states (each holding a typed key).
-    """
+def _keys_checker(n: int) -> Callable[[list[Any]], bool]:
+    """``exclusively_held`` for ``n`` values that are all typed PRNG keys, in two C-level steps."""
     keys_alone, data_alone = [_TOP_OF_ARRAY] * n, [_KEY_DATA_ALONE] * n
 
     def keys_held_alone(rw: list[Any]) -> bool:
@@ -219,6 +215,38 @@ def exclusive_array_counts(n: int) -> list[int]:
         n: the number of written states.
     """
     return [_TOP_OF_ARRAY] * n
+
+
+def held_alone_check(values: list[Any]) -> Callable[[list[Any]], bool]:
+    """``exclusively_held`` in its fastest exact form for written values of these types.
+
+    Plain arrays are compared with their counts in one step
+    (``exclusive_array_counts``), typed keys alone in two (the key and its key
+    data); any other values are walked by ``exclusively_held`` itself. The
+    function returned takes ``rw`` as ``exclusively_held`` does.
+
+    Args:
+        values: the written states' current values (their types decide the form).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from state_core import State
+        >>> from state_core.engine import held_alone_check
+        >>> s = State(jnp.zeros(3))
+        >>> held_alone_check([s._value])([s._value])
+        True
+    """
+    n = len(values)
+    if all(type(v) in _ARRAY_TYPES for v in values):
+        counts = exclusive_array_counts(n)
+
+        def arrays_held_alone(rw: list[Any]) -> bool:
+            return list(map(_rc, rw)) == counts
+
+        return arrays_held_alone
+    if all(type(v) in _KEY_TYPES for v in values):
+        return _keys_checker(n)
+    return exclusively_held
 
 
 def exclusively_held(rw: list[Any]) -> bool:

@@ -13,7 +13,6 @@ all or nothing.
 from __future__ import annotations
 
 import operator
-import sys
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -22,11 +21,9 @@ import jax
 
 from ._context import CTX, OPEN_STACKS
 from ._device_mismatch import device_mismatch_message, labelled_inputs, placements_in
-from ._donation import donation_switched_on, exclusive_array_counts, exclusively_held, key_checker
+from ._donation import donation_switched_on, held_alone_check
 from ._invalid_values import refuse_invalid_values
 from ._jax_internals import (
-    ArrayImpl,
-    PRNGKeyArray,
     debugging_nans_or_infs,
     each_on_one_device,
     is_eager,
@@ -47,10 +44,6 @@ __all__ = [
     "spans_devices",
     "handout_locks",
 ]
-
-_ArrayImpl = ArrayImpl
-_rc = sys.getrefcount
-
 
 STATES_CHANGED: Any = type("StatesChanged", (), {"__repr__": lambda self: "<states changed>"})()
 """What a ``program_runner`` closure returns, having run nothing, when an input state changed shape/dtype."""
@@ -161,19 +154,15 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
     pick_rw_out = operator.itemgetter(*rw_out) if len(rw_out) > 1 else None
     one_device_program = program.keeps_layout_on_one_device
     values_on_one_device = [one_device_program and each_on_one_device(values_now)]
+    # Whether nothing but their States holds the written values, in the fastest exact
+    # form for their types (one step for plain arrays; a typed key's data is looked at too).
+    held_alone = held_alone_check(values_now[:n_rw])
     del values_now
     may_donate = donating is not None and check is None and n_rw > 0
     donated_form = compiled if donating is None else donating
     # A donating form that lists the new values first (so XLA pairs each buffer with its
     # own state's new value) returns (new values, output).
     swapped_form = donating if program.donating_new_values_first else None
-    # Written states holding plain arrays: their references are counted in one step.
-    # (A typed key is walked instead: its key data may be held without the key.)
-    plain = all(type(s._value) is _ArrayImpl for s in states[:n_rw])
-    exclusive = exclusive_array_counts(n_rw) if plain else None
-    # Otherwise the values are walked; typed keys alone (random states) in two steps.
-    keys_only = n_rw > 0 and all(type(s._value) is PRNGKeyArray for s in states[:n_rw])
-    held_alone = key_checker(n_rw) if keys_only else exclusively_held
     steady: list[Any] = [None]
 
     unlock_order = tuple(reversed(locks))
@@ -234,13 +223,7 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
                 layout_kept = list(map(id, rw)) == steady[0] if by_ids else each_on_one_device(leaves)
                 # Not while JAX checks for NaNs (it re-runs a failing program on the same
                 # inputs), nor under a plain JAX transformation (the values must stay alive).
-                if (
-                    layout_kept
-                    and not debugging
-                    and donation_switched_on()
-                    and is_eager()
-                    and (held_alone(rw) if exclusive is None else list(map(_rc, rw)) == exclusive)
-                ):
+                if layout_kept and not debugging and donation_switched_on() and is_eager() and held_alone(rw):
                     fn = donated_form  # nothing but the States holds the old values: reuse their buffers
             ok = False
             try:
@@ -287,7 +270,7 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
         return run
     donation = None
     if may_donate:
-        donation = (donated_form, swapped_form is not None, exclusive, held_alone, values_on_one_device)
+        donation = (donated_form, swapped_form is not None, held_alone, values_on_one_device)
     return plain_runner(run, refused, eager, compiled, states, ref_avals, n_rw, write_back, locks, donation)
 
 

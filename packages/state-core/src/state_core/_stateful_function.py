@@ -344,9 +344,9 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
             ):
                 # Nested programs run on tracers; written states below the gate keep their
                 # buffers (for a program whose first call may run op by op, the shape check
-                # below would trace a compiled form that call never uses); a program that may fail after dispatch
-                # must not have consumed the old values; a written value of another shape
-                # or dtype cannot take the old buffer (XLA would warn).
+                # below would trace a compiled form that call never uses); a program that may
+                # fail after dispatch must not have consumed the old values; a written value of
+                # another shape or dtype cannot take the old buffer (XLA would warn).
                 settled["donating"] = None
             elif one_device:
                 settled["keeps_layout_on_one_device"] = True

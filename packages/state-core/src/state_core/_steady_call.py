@@ -66,7 +66,7 @@ def plain_runner(
     n_rw: int,
     write_back: list[State[Any]],
     locks: tuple[threading.Lock, ...],
-    donation: tuple[Callable[..., Any], bool, list[int] | None, Callable[[list[Any]], bool], list[bool]] | None = None,
+    donation: tuple[Callable[..., Any], bool, Callable[[list[Any]], bool], list[bool]] | None = None,
 ) -> Callable[..., Any]:
     """The steady-call closure of a plain program; it hands anything else to ``run``.
 
@@ -84,10 +84,10 @@ def plain_runner(
         locks: the states' hand-out locks (random keys), taken around read, run and write.
         donation: for a program that keeps its states' one-device layout and may
             donate, ``(donating form, whether it returns the new values first,
-            the reference counts of exclusively held plain arrays or None, and
-            the check for other values (``exclusively_held`` or a faster exact
-            form), and a one-element list ``run`` keeps: whether the state values
-            it last accepted lay on one device each)``; None when it never donates.
+            whether nothing but their States holds the written values
+            (``held_alone_check``), and a one-element list ``run`` keeps: whether
+            the state values it last accepted lay on one device each)``; None when
+            it never donates.
             While they did not, every call goes to ``run``. Otherwise the closure
             runs the donating form whenever donation is on in this thread, no JAX
             trace is running, nothing but their States holds the written values
@@ -97,19 +97,25 @@ def plain_runner(
         ``steady(leaves, who, eager_ok=False)``, with the result of ``run``.
     """
     nans, infs = debug_flag_holders()
-    donating, new_values_first, exclusive, held_alone, placed = (
-        donation if donation is not None else (None, False, None, exclusively_held, [True])
+    donating, new_values_first, held_alone, states_on_one_device = (
+        donation if donation is not None else (None, False, exclusively_held, [True])
     )
-    if (
-        type(ref_avals) is list
-        and not locks
-        and len(states) <= UNROLLED_UP_TO
-        and len(write_back) <= UNROLLED_UP_TO
-        and (donation is None or exclusive is not None)
-    ):
+    # (Every value an array: the written-out closure counts each one's references itself.)
+    if type(ref_avals) is list and not locks and len(states) <= UNROLLED_UP_TO and len(write_back) <= UNROLLED_UP_TO:
         make = _unrolled_factory(n_rw, len(states) - n_rw, len(write_back), donating is not None, new_values_first)
         return make(
-            run, refused, eager, compiled, donating, placed, ref_avals, write_back, nans, infs, *states, *write_back
+            run,
+            refused,
+            eager,
+            compiled,
+            donating,
+            states_on_one_device,
+            ref_avals,
+            write_back,
+            nans,
+            infs,
+            *states,
+            *write_back,
         )
 
     n = len(states)
@@ -134,7 +140,7 @@ def plain_runner(
             lock.acquire()
         try:
             values = list(map(STORED_VALUE, states))
-            if list(map(tokens_of, values, *token_args)) == ref_avals and placed[0]:
+            if list(map(tokens_of, values, *token_args)) == ref_avals and states_on_one_device[0]:
                 if n_rw == n:
                     rw, ro = values, no_values
                 else:
@@ -145,7 +151,7 @@ def plain_runner(
                         donating is not None
                         and (switch.on_everywhere or switch.on())
                         and TRACE_STATE.value is EVAL_TRACE
-                        and (held_alone(rw) if exclusive is None else list(map(_rc, rw)) == exclusive)
+                        and held_alone(rw)
                         and each_on_one_device(leaves)
                     ):
                         if new_values_first:
@@ -176,7 +182,7 @@ _rc = sys.getrefcount
 # with an equal aval comes in. Several stores are all or nothing: an interrupt
 # half-way finishes them (as ``write_state_values`` does).
 _HEAD = """\
-def make(run, refused, eager, compiled, donating, placed, avals, write_back, nans, infs, {params}):
+def make(run, refused, eager, compiled, donating, states_on_one_device, avals, write_back, nans, infs, {params}):
     def unrolled_steady_call(leaves, who, eager_ok=False):
         if (OPEN_STACKS.value and CTX.stacks) or eager[0] is not None or nans.value or infs.value:
             return run(leaves, who, eager_ok)
@@ -193,9 +199,9 @@ _CALL = """\
 """
 # Donate when donation is on in this thread (the flag: in every thread), no JAX trace runs,
 # nothing but its State and the local holds each written value, and every argument lies
-# on one device (the states' values do when ``placed[0]``, see ``program_runner``).
+# on one device (the states' values do when ``states_on_one_device[0]``, see ``program_runner``).
 _DONATION_DECISION = """\
-        if not placed[0]:
+        if not states_on_one_device[0]:
             return run(leaves, who, eager_ok)  # values spread over devices: the general path decides
         donate = (
             (DONATION_SWITCH.on_everywhere or DONATION_SWITCH.on()) and TRACE_STATE.value is EVAL_TRACE and {exclusive}
@@ -281,8 +287,8 @@ def _unrolled_factory(
 ) -> Callable[..., Callable[..., Any]]:
     """The factory of steady closures for this shape of program.
 
-    ``make(run, refused, eager, compiled, donating, placed, avals, write_back, nans,
-    infs, *states, *targets)`` returns the closure.
+    ``make(run, refused, eager, compiled, donating, states_on_one_device, avals,
+    write_back, nans, infs, *states, *targets)`` returns the closure.
 
     Compiled once per shape (and kept for the 64 latest shapes). Its names
     (``OPEN_STACKS``, ``CTX``, ``ArrayImpl``, ``write_state_values``, the donation

@@ -62,7 +62,7 @@ from ._call_contexts import register_call_context
 from ._call_signature import positions_of_names
 from ._context import user_stacklevel
 from ._device_mismatch import describe_devices
-from ._donation import donation_min_bytes, exclusively_held, set_donation_min_bytes
+from ._donation import donation_min_bytes, exclusively_held, held_alone_check, set_donation_min_bytes
 from ._graph import graph_children, graph_roots, graph_states, state_label
 from ._identity import IdentityRef, Unshareable, callable_identity, frozen
 from ._jax_internals import (
@@ -125,6 +125,7 @@ __all__ = [
     "forget_created_states",
     # tune in-place updates
     "exclusively_held",
+    "held_alone_check",
     "set_donation_min_bytes",
     "donation_min_bytes",
     # nest in other traces, place values on devices
