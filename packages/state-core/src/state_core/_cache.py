@@ -7,13 +7,15 @@ object computing the same thing shares (``_registry.shared_record``).
 
 from __future__ import annotations
 
-import itertools
+import operator
 import threading
 import weakref
 from collections.abc import Hashable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from ._program import CacheEntry
+from ._jax_internals import ArrayImpl, each_on_one_device
+from ._program import LRU_CLOCK, CacheEntry
+from ._steady_call import UNROLLED_UP_TO, DirectCall, no_direct_call
 
 if TYPE_CHECKING:
     from ._registry import _Slot
@@ -40,10 +42,11 @@ Example:
     StatefulFunction(<lambda>, 2 cached signature(s))
 """
 
-# A process-wide clock for least-recently-used eviction: a hit stamps its entry.
-_CLOCK = itertools.count()
 _OWNERS: weakref.WeakSet[Any] = weakref.WeakSet()
 _NO_AVAL: tuple[Any, None] = (object(), None)  # matches no argument's aval
+
+DIRECT_CALLS = 2
+"""How many signatures of one cache get direct calls (``TraceCache.use_direct``); a call passes at most that many."""
 
 
 class TraceCache:
@@ -62,19 +65,36 @@ class TraceCache:
         ValueError: ``maxsize`` is not a positive int.
     """
 
-    __slots__ = ("_entries", "maxsize", "_hit", "_by_aval", "_aval_hit", "__weakref__")
+    __slots__ = (
+        "_entries",
+        "maxsize",
+        "_hit",
+        "_by_aval",
+        "_aval_hit",
+        "_direct",
+        "_direct_parts",
+        "_wants_direct",
+        "__weakref__",
+    )
 
     def __init__(self, maxsize: int = DEFAULT_CACHE_SIZE) -> None:
         if not isinstance(maxsize, int) or isinstance(maxsize, bool) or maxsize < 1:
             raise ValueError(f"cache_size must be a positive int, got {maxsize!r}.")
         self._entries: dict[Hashable, CacheEntry[Any]] = {}
         self.maxsize = maxsize
-        self._hit: CacheEntry[Any] | None = None  # the entry of the latest hit or put
+        # The entry of the latest hit or put, in a cell the direct calls update too.
+        self._hit: list[CacheEntry[Any] | None] = [None]
         self._by_aval: dict[int, tuple[Any, CacheEntry[Any]]] = {}
         # The pair of ``_by_aval`` the latest call found (one attribute, so a reader in
         # another thread sees an aval with its own entry): a call with the same aval
         # object as the one before finds its entry without hashing.
         self._aval_hit: tuple[Any, CacheEntry[Any] | None] = _NO_AVAL
+        # The first direct call (``use_direct``); per direct call, newest first, its entry,
+        # the argument avals it serves, itself and where it sends other calls; and
+        # whether the next steady call should set one up.
+        self._direct: DirectCall | None = None
+        self._direct_parts: list[tuple[CacheEntry[Any], list[Any], tuple[DirectCall, list[DirectCall]]]] = []
+        self._wants_direct = True
 
     def get(self, key: Hashable) -> CacheEntry[Any] | None:
         """The entry of ``key`` (marked as the most recently used), or None.
@@ -83,7 +103,7 @@ class TraceCache:
             key: a call signature's cache key (``get_arg_cache_key``).
         """
         entry = self._entries.get(key)
-        if entry is not None and entry is not self._hit:
+        if entry is not None and entry is not self._hit[0]:
             self.touch(entry)
         return entry
 
@@ -98,8 +118,8 @@ class TraceCache:
             entry: an entry stored in this cache (``put``); its ``last_used`` stamp
                 is renewed.
         """
-        entry.last_used = next(_CLOCK)
-        self._hit = entry
+        entry.last_used = next(LRU_CLOCK)
+        self._hit[0] = entry
 
     def remember_aval(self, aval: Any, entry: CacheEntry[Any]) -> None:
         """Let a call whose one argument is an array with this very ``aval`` object find ``entry`` by identity.
@@ -120,9 +140,58 @@ class TraceCache:
         known[id(aval)] = self._aval_hit = (aval, entry)
 
     def forget_avals(self) -> None:
-        """Forget every aval ``remember_aval`` stored: their calls find their entries by key again."""
+        """Forget every aval ``remember_aval`` stored, and the direct call: calls find their entries by key again."""
         self._aval_hit = _NO_AVAL
         self._by_aval.clear()
+        self._direct = None
+        self._direct_parts = []
+        self._wants_direct = True
+
+    def use_direct(self, entry: CacheEntry[Any], args: tuple[Any, ...]) -> None:
+        """Let calls with these positional arrays' avals run ``entry`` through its direct call.
+
+        Called after a steady call of ``entry`` with the positional arguments
+        ``args`` and no keyword arguments. The new direct call comes first; calls it
+        does not serve go on to the direct call of the cache's other entry, if any.
+        A cache holding more than ``DIRECT_CALLS`` entries, an entry without a
+        direct call (``CacheEntry.direct_maker``), arguments that are not all arrays
+        on one device each, and the avals of a direct call already made (it missed
+        for another reason) leave things as they are. When a call finds the direct calls stale,
+        ``StatefulFunction.__call__`` sets ``_wants_direct`` again.
+
+        Args:
+            entry: the entry that just ran, found by the arguments' signature.
+            args: that call's positional arguments.
+        """
+        self._wants_direct = False
+        maker = entry.direct_maker
+        if maker is None or len(self._entries) > DIRECT_CALLS or len(args) > UNROLLED_UP_TO:
+            return
+        for arg in args:
+            if type(arg) is not ArrayImpl:
+                return
+        avals = [arg.aval for arg in args]
+        chain = self._direct_parts
+        for known, known_avals, _ in chain:
+            if known is entry and all(map(operator.is_, avals, known_avals)):
+                return
+        # Arguments with these very avals lie on one device each when these do (no aval
+        # is shared between a value on one device and one spread over several), so the
+        # direct call never asks their placement.
+        if not each_on_one_device(args):
+            return
+        then: list[DirectCall] = [no_direct_call]
+        direct = maker(entry, avals, then, self._hit)
+        if direct is None:
+            return
+        # (Each direct call serves its own entry: the other entry's goes after it, and the
+        # chain ends there, so no call runs through more than two.)
+        others = [part for part in chain if part[0] is not entry][: DIRECT_CALLS - 1]
+        if others:
+            then[0] = others[0][2][0]
+            others[0][2][1][0] = no_direct_call
+        self._direct_parts = [(entry, avals, (direct, then)), *others]
+        self._direct = direct
 
     def put(self, key: Hashable, entry: CacheEntry[Any]) -> None:
         """Store ``entry`` under ``key``, dropping the least recently used beyond ``maxsize``.
@@ -131,8 +200,8 @@ class TraceCache:
             key: the call signature's cache key; an entry already under it is replaced.
             entry: the ``CacheEntry`` to keep; it becomes the most recently used.
         """
-        entry.last_used = next(_CLOCK)
-        self._hit = entry
+        entry.last_used = next(LRU_CLOCK)
+        self._hit[0] = entry
         self.forget_avals()
         entries = self._entries
         entries[key] = entry
@@ -147,13 +216,13 @@ class TraceCache:
             key: the cache key whose entry to drop.
         """
         self._entries.pop(key, None)
-        self._hit = None
+        self._hit[0] = None
         self.forget_avals()
 
     def clear(self) -> None:
         """Forget every entry."""
         self._entries.clear()
-        self._hit = None
+        self._hit[0] = None
         self.forget_avals()
 
     def __contains__(self, key: object) -> bool:

@@ -13,6 +13,7 @@ check, the least-recently-used stamp).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -407,6 +408,10 @@ class Program:
     explain_failure: Callable[[str, list[tuple[str, Any]], Exception], str | None] | None = None
 
 
+LRU_CLOCK = itertools.count()
+"""The process-wide clock of least-recently-used eviction: a cache hit stamps its entry (``last_used``)."""
+
+
 class CacheEntry(Generic[InfoT]):
     """A cached ``(Trace, strategy info, Program)`` and what a replay updates.
 
@@ -434,6 +439,8 @@ class CacheEntry(Generic[InfoT]):
             ``state_core.environ``'s settings; their values are constants of the
             program), as ``(unchanged, reads)`` pairs, or None; the program is reused
             only while every ``unchanged(reads)`` holds.
+        direct_maker: makes the direct call of a program whose steady call is
+            written out for its shape (``plain_runner``), or None.
     """
 
     __slots__ = (
@@ -446,6 +453,7 @@ class CacheEntry(Generic[InfoT]):
         "ref_avals",
         "last_used",
         "env_reads",
+        "direct_maker",
     )
 
     def __init__(
@@ -460,6 +468,7 @@ class CacheEntry(Generic[InfoT]):
         self.ref_avals: list[Any] | None = None
         self.last_used = 0
         self.env_reads: list[tuple[Callable[[Any], bool], Any]] | None = None
+        self.direct_maker: Callable[..., Any] | None = None  # (a ``_steady_call.DirectCallMaker``)
 
     @property
     def block(self) -> bool:

@@ -102,6 +102,8 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
     hook, in-place updates only on one device, and state values that are arrays or
     typed keys) gets a shorter closure for its steady calls, with the same
     behaviour: it hands every other case to the general one before running anything.
+    When that closure is written out for the program's shape, ``entry.direct_maker``
+    is set to make its direct call (``plain_runner``); otherwise it is None.
 
     Args:
         entry: the cache entry whose ``trace`` and ``program`` to run.
@@ -112,6 +114,7 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
     trace, program = entry.trace, entry.program
     if program is None:
         raise ValueError("program_runner: the entry has no program yet (it was only traced); compile it first.")
+    entry.direct_maker = None
     compiled = program.run
     donating = program.donating
     eager: list[Callable[..., Any] | None] = [program.eager]
@@ -271,7 +274,10 @@ def program_runner(entry: CacheEntry[Any]) -> Callable[..., Any]:
     donation = None
     if may_donate:
         donation = (donated_form, swapped_form is not None, held_alone, values_on_one_device)
-    return plain_runner(run, refused, eager, compiled, states, ref_avals, n_rw, write_back, locks, donation)
+    steady_call, entry.direct_maker = plain_runner(
+        run, refused, eager, compiled, states, ref_avals, n_rw, write_back, locks, donation
+    )
+    return steady_call
 
 
 def _same_layout(before: list[Any], after: list[Any]) -> bool:

@@ -44,6 +44,7 @@ from ._replay import (
 from ._signature import canonical_signature, positional_key, states_match, trace_context
 from ._state import State
 from ._state_io import read_state_values
+from ._steady_call import DIRECT_MISS
 from ._strategy import Strategy, TraceContext
 from ._tracing import trace_function
 
@@ -441,9 +442,17 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
     # ------------------------------------------------------------------ calling
     @api_boundary
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        # The steady case inline (cached signature, unchanged object graph, eager):
-        # the same checks as _resolve, without its calls; the runner checks the
-        # states. Anything else: _resolve.
+        # The one cached signature's direct call (lookup and steady call in one frame,
+        # see ``TraceCache.use_direct``), when there is one; it runs nothing for any
+        # other call. Then the steady case inline (cached signature, unchanged object
+        # graph, eager): the same checks as _resolve, without its calls; the runner
+        # checks the states. Anything else: _resolve.
+        direct = self._cache._direct
+        if direct is not None and not kwargs:
+            out = direct(args, self._who)
+            if out is not DIRECT_MISS:
+                return out
+            self._cache._wants_direct = True  # (new aval objects, perhaps: the steady call below renews them)
         if self._no_statics and not (OPEN_STACKS.value and CTX.stacks):
             leaves: Sequence[Any] = args
             cache = self._cache
@@ -480,13 +489,15 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
                 if entry is not None and aval is not None:
                     cache.remember_aval(aval, entry)
             if entry is not None:
-                if entry is not cache._hit:
+                if entry is not cache._hit[0]:
                     cache.touch(entry)
                 if (entry.graph is None or entry.graph_generation == GENERATION.value) and (
                     entry.env_reads is None or call_contexts_unchanged(entry.env_reads)
                 ):
                     out = entry.runner(leaves, self._who)  # type: ignore[misc]  # set before caching
                     if out is not STATES_CHANGED:
+                        if cache._wants_direct and not kwargs:
+                            cache.use_direct(entry, args)
                         return out
                 cache.forget_avals()  # resolved again below
         first_call, self._called = not self._called, True
