@@ -224,3 +224,46 @@ def test_the_reference_count_of_a_written_out_call_is_calibrated():
     s = State(jnp.zeros(2))
     v0 = s._value
     assert sys.getrefcount(v0) == exclusive_local_count()
+
+
+def _key_program():
+    key = State(jax.random.key(0), name="key")
+
+    def draw(x):
+        k1, k2 = jax.random.split(key.value)
+        key.value = k1
+        return x + jax.random.normal(k2, x.shape)
+
+    f = StatefulFunction(draw)
+    x = jnp.zeros(3)
+    f(x)
+    f(x)
+    return key, f, x
+
+
+def _key_pointer(state):
+    return jax.random.key_data(state.value).unsafe_buffer_pointer()
+
+
+def test_a_written_typed_key_is_updated_in_place_by_the_written_out_call():
+    key, f, x = _key_program()
+    (entry,) = f._cache._entries.values()
+    assert entry.runner.__name__ == "unrolled_steady_call"
+    assert "1 keys" in entry.runner.__code__.co_filename
+    before = _key_pointer(key)
+    f(x)
+    assert _key_pointer(key) == before
+    expected = jax.random.split(jax.random.split(jax.random.split(jax.random.key(0))[0])[0])[0]
+    assert_allclose(np.asarray(jax.random.key_data(key.value)), np.asarray(jax.random.key_data(expected)))
+
+
+@pytest.mark.parametrize("held", ["key", "key data"])
+def test_a_typed_key_held_elsewhere_is_never_deleted(held):
+    key, f, x = _key_program()
+    kept = key.value if held == "key" else jax.random.key_data(key.value)
+    f(x)
+    f(x)
+    data = jax.random.key_data(kept) if held == "key" else kept
+    assert not data.is_deleted()
+    after_two_draws = jax.random.split(jax.random.split(jax.random.key(0))[0])[0]
+    assert_allclose(np.asarray(data), np.asarray(jax.random.key_data(after_two_draws)))

@@ -195,6 +195,16 @@ def _calibrate_locals() -> int:
 _TOP_OF_LOCAL = _calibrate_locals()
 
 
+def _calibrate_local_key_data() -> int:
+    holder = _Holder()
+    holder.__dict__["_value"] = _ProbeKey()
+    v0 = holder._value  # a key as a written-out steady call holds it; its key data read as that call reads it
+    return _rc(v0._base_array)
+
+
+_KEY_DATA_OF_LOCAL = _calibrate_local_key_data()
+
+
 def exclusive_local_count() -> int:
     """What ``sys.getrefcount(v)`` gives for an array held by its State and one local variable alone.
 
@@ -203,6 +213,16 @@ def exclusive_local_count() -> int:
     this one.
     """
     return _TOP_OF_LOCAL
+
+
+def exclusive_local_key_data_count() -> int:
+    """What ``sys.getrefcount(v0._base_array)`` gives when nothing but the typed key ``v0`` holds its key data.
+
+    The second test a steady call written out per state makes for a written typed
+    key held in the local ``v0`` (``jax.random.key_data(key)`` hands out the key's own
+    buffer, which must not be donated while anyone holds it).
+    """
+    return _KEY_DATA_OF_LOCAL
 
 
 def exclusive_array_counts(n: int) -> list[int]:

@@ -8,11 +8,17 @@ a handful of Python operations, and each one counts: right after an XLA dispatch
 the interpreter's caches are cold, so every step costs several times what it
 costs in a loop. A loop over the states, the lists it builds and the slices that
 split them cost ~0.6 us per call on a two-state program whose hand-written
-pure-JAX call takes ~6 us, which is why a program with a few array states gets a
-closure written out for its number of states (``_unrolled_factory``): one local
-per state, no loop, no list but the two the program takes. Larger programs, and
-those whose states need a hand-out lock or hold typed keys, get one general
-closure (``plain_run``).
+pure-JAX call takes ~6 us, which is why a program with up to 16 states (arrays or
+typed keys, with or without hand-out locks) gets a closure written out for its
+shape (``_unrolled_factory``): one local per state, no loop, no list but the two
+the program takes; a typed key is checked and counted through its key data as
+plain attributes, which saves ~1.3 us per call of a one-key random program over
+the general closure's per-value helpers. Larger programs get one general closure
+(``plain_run``).
+
+The same template also writes out a *direct call* for one argument signature
+(``make_direct``): the signature check that ``StatefulFunction.__call__`` would
+make and the steady call in one frame (see ``TraceCache.use_direct``).
 
 Whatever a steady closure does not handle (a trace in progress, JAX's NaN checks,
 the first call's op-by-op form, a state whose value is not what the last call
@@ -34,14 +40,16 @@ import jax
 
 from ._call_contexts import call_contexts_unchanged  # noqa: F401
 from ._context import CTX, GENERATION, OPEN_STACKS  # noqa: F401
-from ._donation import DONATION_SWITCH, exclusive_local_count, exclusively_held
+from ._donation import DONATION_SWITCH, exclusive_local_count, exclusive_local_key_data_count, exclusively_held
 
 # (Some names are read only by the generated closures, as this module's globals: see ``_unrolled_factory``.)
 from ._jax_internals import (  # noqa: F401
     EVAL_TRACE,
+    KEY_TOKEN,
     SHARDING_ATTRIBUTE,
     TRACE_STATE,
     ArrayImpl,
+    PRNGKeyArray,
     debug_flag_holders,
     each_on_one_device,
 )
@@ -78,6 +86,13 @@ def no_direct_call(leaves: tuple[Any, ...], who: str) -> Any:
     return DIRECT_MISS
 
 
+def _kinds(ref_avals: Any) -> str | None:
+    """A letter per reference token (``a``: an array's aval, ``k``: a typed key's token), or None for others."""
+    if not isinstance(ref_avals, list) or (KEY_TOKEN is None and type(ref_avals) is not list):
+        return None
+    return "".join("k" if type(token) is tuple else "a" for token in ref_avals)
+
+
 def plain_runner(
     run: Callable[..., Any],
     refused: Callable[..., None],
@@ -99,8 +114,8 @@ def plain_runner(
             until its first call (then None).
         compiled: the program, ``compiled(written values, read-only values, *leaves)``.
         states: the input states in program order (written ones first).
-        ref_avals: the reference tokens ``run`` keeps up to date (a list of avals
-            when every value is an array).
+        ref_avals: the reference tokens ``run`` keeps up to date (an aval per
+            array, ``(implementation, key data's aval)`` per typed key), or None.
         n_rw: how many of ``states`` the program writes.
         write_back: the states the program's new values go to, in its order.
         locks: the states' hand-out locks (random keys), taken around read, run and write.
@@ -131,10 +146,23 @@ def plain_runner(
     donating, new_values_first, held_alone, states_on_one_device = (
         donation if donation is not None else (None, False, exclusively_held, [True])
     )
-    # (Every value an array: the written-out closure counts each one's references itself.)
-    if type(ref_avals) is list and not locks and len(states) <= UNROLLED_UP_TO and len(write_back) <= UNROLLED_UP_TO:
-        shape = (n_rw, len(states) - n_rw, len(write_back), donating is not None, new_values_first)
-        common = (run, refused, eager, compiled, donating, states_on_one_device, ref_avals, write_back, nans, infs)
+    # (Arrays and typed keys: the written-out closure counts each one's references itself.)
+    kinds = _kinds(ref_avals)
+    if kinds is not None and len(states) <= UNROLLED_UP_TO and len(write_back) <= UNROLLED_UP_TO:
+        shape = (kinds, n_rw, len(write_back), donating is not None, new_values_first, len(locks))
+        common = (
+            run,
+            refused,
+            eager,
+            compiled,
+            donating,
+            states_on_one_device,
+            ref_avals,
+            write_back,
+            nans,
+            infs,
+            locks,
+        )
         steady = _unrolled_factory(*shape)(*common, *states, *write_back)
 
         def make_direct(
@@ -207,183 +235,162 @@ def plain_runner(
 
 _rc = sys.getrefcount
 
-# The closure written out for one shape. ``s<i>`` are the input states (the first
-# n_rw written), ``v<i>`` their values, ``w<j>`` the states the new values go to;
+# The closures written out for one shape of program. ``s<i>`` are the input states
+# (the first n_rw written), ``v<i>`` their values, ``w<j>`` the states the new values
+# go to, ``l<k>`` the hand-out locks (random keys) taken around read, run and write;
 # ``avals[i]`` is read on every call because ``run`` renews it in place when a value
-# with an equal aval comes in. Several stores are all or nothing: an interrupt
-# half-way finishes them (as ``write_state_values`` does). ``{miss}`` is what a call
-# the closure does not serve returns, having run nothing.
-_HEAD = """\
-def make(run, refused, eager, compiled, donating, states_on_one_device, avals, write_back, nans, infs, {params}):
-    def unrolled_steady_call(leaves, who, eager_ok=False):
-        if (OPEN_STACKS.value and CTX.stacks) or eager[0] is not None or nans.value or infs.value:
-            {miss}
-{reads}
-        if {changed}:
-            {miss}  # a value changed: nothing ran, the general path decides
-"""
-# The direct call also stands for the signature lookup: ``a<i>`` are the positional
-# arguments, each the array whose aval object ``arg_avals[i]`` holds; arguments of
-# another signature go on to ``then[0]`` (the direct call of the cache's other entry,
-# or ``no_direct_call``). Entry's object graph and call contexts are checked as
-# ``StatefulFunction.__call__`` checks them.
-_DIRECT_HEAD = """\
-def make(
-    run, refused, eager, compiled, donating, states_on_one_device, avals, write_back, nans, infs,
-    entry, arg_avals, then, hit, {params},
-):
-    def direct_call(leaves, who):
-        if len(leaves) != {n_args}:
-            return then[0](leaves, who)
-{unpack}
-        if {args_changed}:
-            return then[0](leaves, who)
-        if (OPEN_STACKS.value and CTX.stacks) or nans.value or infs.value{entry_checks}:
-            {miss}
-{reads}
-        if {changed}:
-            {miss}
-        if hit[0] is not entry:  # (least-recently-used order, as ``TraceCache.touch`` keeps it)
-            hit[0] = entry
-            entry.last_used = next(LRU_CLOCK)
-"""
-_STEADY_MISS = "return run(leaves, who, eager_ok)"
-_DIRECT_MISS = "return DIRECT_MISS"
-_CALL = """\
-        try:
-            {call}
-        except (ValueError, KeyError) as err:
-            refused(err, [{values}], leaves, who)
-            raise
-"""
-# Donate when donation is on in this thread (the flag: in every thread), no JAX trace runs,
-# nothing but its State and the local holds each written value, and every argument lies
-# on one device (the states' values do when ``states_on_one_device[0]``, see ``program_runner``).
-_DONATION_DECISION = """\
-        if not states_on_one_device[0]:
-            {miss}  # values spread over devices: the general path decides
-        donate = (
-            (DONATION_SWITCH.on_everywhere or DONATION_SWITCH.on()) and TRACE_STATE.value is EVAL_TRACE and {exclusive}
-        )
-"""
-_PLACEMENT_LOOP = """\
-        if donate:
-            for leaf in leaves:
-                if type(leaf) is not ArrayImpl or type(leaf.{sharding}) is not SingleDeviceSharding:
-                    donate = each_on_one_device(leaves)
-                    break
-"""
-_EITHER_FORM = """\
-if donate:
-                {donated_call}
-            else:
-                {call}\
-"""
-_STORE_ONE = """\
-        if type(new_values[0]) is not ArrayImpl:  # a tracer would leak: the general write-back refuses it
-            write_state_values(write_back, new_values, who)
-        else:
-            w0._value = new_values[0]
-        return out
-"""
-_STORE_ALL = """\
-        if type(new_values[0]) is not ArrayImpl:  # a tracer would leak: the general write-back refuses it
-            write_state_values(write_back, new_values, who)
-            return out
-        stored = False
-        try:
-{stores}
-            stored = True
-        finally:
-            if not stored:
-{stores_again}
-        return out
-"""
-_TAIL = """\
-    return unrolled_steady_call
-"""
-_DIRECT_TAIL = """\
-    return direct_call
-"""
+# with an equal signature comes in: an aval for an array, ``(implementation, key
+# data's aval)`` for a typed key. A direct call also checks its positional
+# arguments ``a<i>`` (each the array whose aval object ``arg_avals[i]`` holds) and
+# sends other ones on to ``then[0]``. Several stores are all or nothing: an
+# interrupt half-way finishes them (as ``write_state_values`` does). A call the
+# closure does not serve runs nothing: the steady closure hands it to ``run``
+# (after releasing the locks, which ``run`` takes itself), the direct call returns
+# ``DIRECT_MISS``.
+_CHANGED = {
+    "a": 'getattr(v{i}, "aval", None) is not avals[{i}]',
+    "k": "type(v{i}) is not PRNGKeyArray or v{i}._impl is not avals[{i}][0]"
+    " or v{i}._base_array.aval is not avals[{i}][1]",
+}
+# Nothing but its State and the local holds the value (a key: nor its key data).
+_HELD_ALONE = {
+    "a": "_rc(v{i}) == EXCLUSIVE",
+    "k": "_rc(v{i}) == EXCLUSIVE and _rc(v{i}._base_array) == EXCLUSIVE_KEY_DATA",
+}
+
+
+class _Lines:
+    """Source lines at the current indentation."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.depth = 0
+
+    def add(self, *lines: str) -> None:
+        self.lines.extend("    " * self.depth + line for line in lines)
 
 
 def _steady_source(
+    kinds: str,
     n_rw: int,
-    n_ro: int,
     n_written: int,
     donates: bool,
     new_values_first: bool,
+    n_locks: int,
     n_args: int | None = None,
     graph: bool = False,
     env: bool = False,
 ) -> str:
-    """The source of the factory of a steady closure (a direct call when ``n_args`` is given) for this shape."""
-    n = n_rw + n_ro
-    states = [f"s{i}" for i in range(n)]
+    """The source of the factory of a steady closure (a direct call when ``n_args`` is given) for this shape.
+
+    ``kinds`` has one letter per input state: ``a`` for an array, ``k`` for a typed key.
+    """
+    n = len(kinds)
     values = [f"v{i}" for i in range(n)]
-    targets = [f"w{j}" for j in range(n_written)]
-    params = ", ".join(states + targets) or "*_"
-    reads = "\n".join(f"        v{i} = s{i}._value" for i in range(n))
-    changed = " or ".join(f'getattr(v{i}, "aval", None) is not avals[{i}]' for i in range(n)) or "False"
-    if n_args is None:
-        miss, arguments = _STEADY_MISS, "*leaves"
-        source = _HEAD.format(params=params, reads=reads, changed=changed, miss=miss)
-    else:
-        miss = _DIRECT_MISS
-        args = [f"a{i}" for i in range(n_args)]
-        arguments = ", ".join(args)
-        source = _DIRECT_HEAD.format(
-            params=params,
-            n_args=n_args,
-            entry_checks=(" or entry.graph_generation != GENERATION.value" if graph else "")
-            + (" or not call_contexts_unchanged(entry.env_reads)" if env else ""),
-            unpack=f"        {arguments}, = leaves" if args else "",
-            args_changed=" or ".join(
-                f"type(a{i}) is not ArrayImpl or a{i}.aval is not arg_avals[{i}]" for i in range(n_args)
+    direct = n_args is not None
+    miss = "return DIRECT_MISS" if direct else "return run(leaves, who, eager_ok)"
+    args = [f"a{i}" for i in range(n_args or 0)]
+    params = ["run", "refused", "eager", "compiled", "donating", "states_on_one_device", "avals", "write_back"]
+    params += ["nans", "infs", "locks"] + (["entry", "arg_avals", "then", "hit"] if direct else [])
+    params += [f"s{i}" for i in range(n)] + [f"w{j}" for j in range(n_written)]
+    src = _Lines()
+    src.add(f"def make({', '.join(params)}):")
+    src.depth = 1
+    if n_locks:
+        src.add(f"{', '.join(f'l{k}' for k in range(n_locks))}, = locks")
+    if direct:
+        src.add("def direct_call(leaves, who):")
+        src.depth = 2
+        src.add(f"if len(leaves) != {n_args}:", "    return then[0](leaves, who)")
+        if args:
+            checks = " or ".join(
+                f"type({a}) is not ArrayImpl or {a}.aval is not arg_avals[{i}]" for i, a in enumerate(args)
             )
-            or "False",
-            reads=reads,
-            changed=changed,
-            miss=miss,
-        )
-    lists = [f"[{', '.join(values[:n_rw])}]", f"[{', '.join(values[n_rw:])}]"]
-    call_args = ", ".join(lists + ([arguments] if arguments else []))
-    call = f"return compiled({call_args})[0]" if not n_written else f"out, new_values = compiled({call_args})"
-    if donates:
-        source += _DONATION_DECISION.format(
-            miss=miss, exclusive=" and ".join(f"_rc(v{i}) == EXCLUSIVE" for i in range(n_rw))
-        )
-        if n_args is None:  # (a direct call's arguments were asked when it was made)
-            source += _PLACEMENT_LOOP.format(sharding=SHARDING_ATTRIBUTE)
-        results = "new_values, out" if new_values_first else "out, new_values"
-        call = _EITHER_FORM.format(donated_call=f"{results} = donating({call_args})", call=call)
-    source += _CALL.format(call=call, values=", ".join(values))
-    tail = _TAIL if n_args is None else _DIRECT_TAIL
-    if not n_written:
-        return source + tail
-    if n_written == 1:
-        return source + _STORE_ONE + tail
-    stores = [f"w{j}._value = new_values[{j}]" for j in range(n_written)]
-    return (
-        source
-        + _STORE_ALL.format(
-            stores="\n".join(" " * 12 + line for line in stores),
-            stores_again="\n".join(" " * 16 + line for line in stores),
-        )
-        + tail
+            src.add(f"{', '.join(args)}, = leaves", f"if {checks}:", "    return then[0](leaves, who)")
+        flags = "(OPEN_STACKS.value and CTX.stacks) or nans.value or infs.value"
+        flags += " or entry.graph_generation != GENERATION.value" if graph else ""
+        flags += " or not call_contexts_unchanged(entry.env_reads)" if env else ""
+    else:
+        src.add("def unrolled_steady_call(leaves, who, eager_ok=False):")
+        src.depth = 2
+        flags = "(OPEN_STACKS.value and CTX.stacks) or eager[0] is not None or nans.value or infs.value"
+    src.add(f"if {flags}:", f"    {miss}")
+    if n_locks:
+        src.add(*(f"l{k}.acquire()" for k in range(n_locks)), "try:")
+        src.depth += 1
+    src.add(*(f"v{i} = s{i}._value" for i in range(n)))
+    usable = " or ".join(_CHANGED[kind].format(i=i) for i, kind in enumerate(kinds)) or "False"
+    usable = f"not ({usable})" + (" and states_on_one_device[0]" if donates else "")
+    src.add(f"if {usable}:")
+    src.depth += 1
+    if direct:  # (least-recently-used order, as ``TraceCache.touch`` keeps it)
+        src.add("if hit[0] is not entry:", "    hit[0] = entry", "    entry.last_used = next(LRU_CLOCK)")
+    call_args = ", ".join(
+        [f"[{', '.join(values[:n_rw])}]", f"[{', '.join(values[n_rw:])}]", *args, *([] if direct else ["*leaves"])]
     )
+    call = f"out, new_values = compiled({call_args})" if n_written else f"return compiled({call_args})[0]"
+    if donates:
+        # Donate when donation is on in this thread (the flag: in every thread), no JAX
+        # trace runs, nothing but its State and the local holds each written value, and
+        # every argument lies on one device (a direct call's were asked when it was made).
+        held = " and ".join(_HELD_ALONE[kind].format(i=i) for i, kind in enumerate(kinds[:n_rw]))
+        src.add(
+            "donate = (DONATION_SWITCH.on_everywhere or DONATION_SWITCH.on())"
+            f" and TRACE_STATE.value is EVAL_TRACE and {held}",
+        )
+        if not direct:
+            src.add(
+                "if donate:",
+                "    for leaf in leaves:",
+                f"        if type(leaf) is not ArrayImpl or type(leaf.{SHARDING_ATTRIBUTE})"
+                " is not SingleDeviceSharding:",
+                "            donate = each_on_one_device(leaves)",
+                "            break",
+            )
+        results = "new_values, out" if new_values_first else "out, new_values"
+        src.add("try:", "    if donate:", f"        {results} = donating({call_args})", "    else:", f"        {call}")
+    else:
+        src.add("try:", f"    {call}")
+    src.add(
+        "except (ValueError, KeyError) as err:",
+        f"    refused(err, [{', '.join(values)}], leaves, who)",
+        "    raise",
+    )
+    if n_written:
+        # A tracer would leak (a plain JAX trace around the call): the general write-back refuses it.
+        concrete = (
+            "type(new_values[0]) is not ArrayImpl" if "k" not in kinds else "type(new_values[0]) not in CONCRETE_VALUES"
+        )
+        stores = [f"w{j}._value = new_values[{j}]" for j in range(n_written)]
+        src.add(f"if {concrete}:", "    write_state_values(write_back, new_values, who)", "    return out")
+        if n_written == 1:
+            src.add(*stores)
+        else:
+            src.add("stored = False", "try:", *(f"    {line}" for line in stores), "    stored = True", "finally:")
+            src.add("    if not stored:", *(f"        {line}" for line in stores))
+        src.add("return out")
+    src.depth -= 1
+    if n_locks:
+        src.depth -= 1
+        src.add("finally:", *(f"    l{k}.release()" for k in reversed(range(n_locks))))
+    src.add(miss + ("  # nothing ran: the general path decides" if not direct else ""))
+    src.depth = 1
+    src.add("return direct_call" if direct else "return unrolled_steady_call")
+    return "\n".join(src.lines) + "\n"
 
 
 EXCLUSIVE = exclusive_local_count()  # (read by the generated closures)
+EXCLUSIVE_KEY_DATA = exclusive_local_key_data_count()  # (read by the generated closures)
 
 
 @functools.lru_cache(maxsize=128)
 def _unrolled_factory(
+    kinds: str,
     n_rw: int,
-    n_ro: int,
     n_written: int,
     donates: bool,
     new_values_first: bool,
+    n_locks: int,
     n_args: int | None = None,
     graph: bool = False,
     env: bool = False,
@@ -391,10 +398,11 @@ def _unrolled_factory(
     """The factory of steady closures (direct calls, for ``n_args`` positional arrays) for this shape of program.
 
     ``make(run, refused, eager, compiled, donating, states_on_one_device, avals,
-    write_back, nans, infs, *states, *targets)`` returns the steady closure; the
-    direct call's ``make`` takes ``entry, arg_avals`` before the states. ``graph``
-    and ``env``: whether the direct call checks the entry's object graph and call
-    contexts.
+    write_back, nans, infs, locks, *states, *targets)`` returns the steady closure;
+    the direct call's ``make`` takes ``entry, arg_avals, then, hit`` before the
+    states. ``kinds``: a letter per input state (``a`` array, ``k`` typed key);
+    ``graph`` and ``env``: whether the direct call checks the entry's object graph
+    and call contexts.
 
     Compiled once per shape (and kept for the 128 latest shapes). Its names
     (``OPEN_STACKS``, ``CTX``, ``ArrayImpl``, ``write_state_values``, the donation
@@ -403,8 +411,10 @@ def _unrolled_factory(
     source is registered with ``linecache`` so an unfiltered traceback shows the
     line that raised.
     """
-    source = _steady_source(n_rw, n_ro, n_written, donates, new_values_first, n_args, graph, env)
-    shape = f"{n_rw} written, {n_ro} read, {n_written} stored" + (", donating" if donates else "")
+    source = _steady_source(kinds, n_rw, n_written, donates, new_values_first, n_locks, n_args, graph, env)
+    shape = f"{n_rw} written, {len(kinds) - n_rw} read, {n_written} stored" + (", donating" if donates else "")
+    if "k" in kinds:
+        shape += f", {kinds.count('k')} keys"
     if n_args is not None:
         shape = f"direct, {n_args} args, " + shape
     filename = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"<steady call: {shape}>")
