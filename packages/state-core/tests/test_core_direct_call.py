@@ -249,13 +249,13 @@ def test_a_direct_call_that_misses_its_arguments_is_made_again_by_the_next_stead
     x = jnp.ones(2)
     f(x)
     f(x)
-    ((_, avals, _),) = f._cache._direct_parts
+    ((_, avals, _, _),) = f._cache._direct_parts
     stale = f._cache._direct
     avals[0] = object()  # (stands for an aval object the arguments no longer have)
     assert stale((x,), "step") is DIRECT_MISS
     f(x)  # the general path runs it and sets up a direct call for this aval object
     assert f._cache._direct is not stale
-    ((_, avals_now, _),) = f._cache._direct_parts
+    ((_, avals_now, _, _),) = f._cache._direct_parts
     assert avals_now[0] is x.aval
     _only_direct(f)
     f(x)
@@ -285,7 +285,7 @@ def test_arguments_spread_over_devices_get_no_direct_call_and_no_warning():
         for _ in range(3):
             f(spread)
     # The direct call donates without asking where its arguments lie: it is only made for one-device ones.
-    assert [avals for _, avals, _ in f._cache._direct_parts] == [[x.aval]]
+    assert [part.arg_avals for part in f._cache._direct_parts] == [[x.aval]]
     assert_allclose(np.asarray(s.value), np.full((8, 2), 5.0))
     f(x)
     assert_allclose(np.asarray(s.value), np.full((8, 2), 6.0))

@@ -11,7 +11,7 @@ import operator
 import threading
 import weakref
 from collections.abc import Hashable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ._jax_internals import ArrayImpl, each_on_one_device
 from ._program import LRU_CLOCK, CacheEntry
@@ -47,6 +47,15 @@ _NO_AVAL: tuple[Any, None] = (object(), None)  # matches no argument's aval
 
 DIRECT_CALLS = 2
 """How many signatures of one cache get direct calls (``TraceCache.use_direct``); a call passes at most that many."""
+
+
+class _DirectPart(NamedTuple):
+    """One direct call of a cache: its entry, the argument avals it serves, itself, and where it sends other calls."""
+
+    entry: CacheEntry[Any]
+    arg_avals: list[Any]
+    call: DirectCall
+    then: list[DirectCall]
 
 
 class TraceCache:
@@ -89,11 +98,10 @@ class TraceCache:
         # another thread sees an aval with its own entry): a call with the same aval
         # object as the one before finds its entry without hashing.
         self._aval_hit: tuple[Any, CacheEntry[Any] | None] = _NO_AVAL
-        # The first direct call (``use_direct``); per direct call, newest first, its entry,
-        # the argument avals it serves, itself and where it sends other calls; and
+        # The first direct call (``use_direct``), every direct call newest first, and
         # whether the next steady call should set one up.
         self._direct: DirectCall | None = None
-        self._direct_parts: list[tuple[CacheEntry[Any], list[Any], tuple[DirectCall, list[DirectCall]]]] = []
+        self._direct_parts: list[_DirectPart] = []
         self._wants_direct = True
 
     def get(self, key: Hashable) -> CacheEntry[Any] | None:
@@ -154,10 +162,11 @@ class TraceCache:
         ``args`` and no keyword arguments. The new direct call comes first; calls it
         does not serve go on to the direct call of the cache's other entry, if any.
         A cache holding more than ``DIRECT_CALLS`` entries, an entry without a
-        direct call (``CacheEntry.direct_maker``), arguments that are not all arrays
-        on one device each, and the avals of a direct call already made (it missed
-        for another reason) leave things as they are. When a call finds the direct calls stale,
-        ``StatefulFunction.__call__`` sets ``_wants_direct`` again.
+        direct call (``CacheEntry.direct_maker``), arguments that are not all
+        arrays on one device each, and the avals of a direct call already made (it
+        missed for another reason) leave things as they are. When a call finds the
+        direct calls stale, ``StatefulFunction.__call__`` sets ``_wants_direct``
+        again.
 
         Args:
             entry: the entry that just ran, found by the arguments' signature.
@@ -172,8 +181,8 @@ class TraceCache:
                 return
         avals = [arg.aval for arg in args]
         chain = self._direct_parts
-        for known, known_avals, _ in chain:
-            if known is entry and all(map(operator.is_, avals, known_avals)):
+        for part in chain:
+            if part.entry is entry and all(map(operator.is_, avals, part.arg_avals)):
                 return
         # Arguments with these very avals lie on one device each when these do (no aval
         # is shared between a value on one device and one spread over several), so the
@@ -186,11 +195,11 @@ class TraceCache:
             return
         # (Each direct call serves its own entry: the other entry's goes after it, and the
         # chain ends there, so no call runs through more than two.)
-        others = [part for part in chain if part[0] is not entry][: DIRECT_CALLS - 1]
+        others = [part for part in chain if part.entry is not entry][: DIRECT_CALLS - 1]
         if others:
-            then[0] = others[0][2][0]
-            others[0][2][1][0] = no_direct_call
-        self._direct_parts = [(entry, avals, (direct, then)), *others]
+            then[0] = others[0].call
+            others[0].then[0] = no_direct_call
+        self._direct_parts = [_DirectPart(entry, avals, direct, then), *others]
         self._direct = direct
 
     def put(self, key: Hashable, entry: CacheEntry[Any]) -> None:

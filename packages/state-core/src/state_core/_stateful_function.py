@@ -30,7 +30,7 @@ from ._graph import graph_roots, graph_states, snapshot_graph
 from ._identity import Unshareable
 from ._introspection import StatefulFunctionIntrospection
 from ._jax_internals import ArrayImpl, api_boundary, open_jaxpr
-from ._program import CacheEntry, Trace, jaxpr_evaluator
+from ._program import LRU_CLOCK, CacheEntry, Trace, jaxpr_evaluator
 from ._pure_program import _shapes_kept, _written_nbytes
 from ._registry import keep_alive_with, shared_record
 from ._replay import (
@@ -442,17 +442,17 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
     # ------------------------------------------------------------------ calling
     @api_boundary
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        # The one cached signature's direct call (lookup and steady call in one frame,
-        # see ``TraceCache.use_direct``), when there is one; it runs nothing for any
-        # other call. Then the steady case inline (cached signature, unchanged object
-        # graph, eager): the same checks as _resolve, without its calls; the runner
-        # checks the states. Anything else: _resolve.
+        # The direct calls of the one or two cached signatures (lookup and steady call
+        # in one frame, see ``TraceCache.use_direct``), when there are; they run nothing
+        # for any other call. Then the steady case inline (cached signature, unchanged
+        # object graph, eager): the same checks as _resolve, without its calls; the
+        # runner checks the states. Anything else: _resolve.
         direct = self._cache._direct
         if direct is not None and not kwargs:
             out = direct(args, self._who)
             if out is not DIRECT_MISS:
                 return out
-            self._cache._wants_direct = True  # (new aval objects, perhaps: the steady call below renews them)
+            self._cache._wants_direct = True  # (new aval objects, perhaps: a steady call below renews them)
         if self._no_statics and not (OPEN_STACKS.value and CTX.stacks):
             leaves: Sequence[Any] = args
             cache = self._cache
@@ -489,8 +489,10 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
                 if entry is not None and aval is not None:
                     cache.remember_aval(aval, entry)
             if entry is not None:
-                if entry is not cache._hit[0]:
-                    cache.touch(entry)
+                hit = cache._hit
+                if entry is not hit[0]:  # (``cache.touch(entry)`` without its frame: alternating calls stamp each time)
+                    entry.last_used = next(LRU_CLOCK)
+                    hit[0] = entry
                 if (entry.graph is None or entry.graph_generation == GENERATION.value) and (
                     entry.env_reads is None or call_contexts_unchanged(entry.env_reads)
                 ):
