@@ -31,6 +31,15 @@ def _accumulator():
     return s, StatefulFunction(step), traced
 
 
+def _served_directly(step, x):
+    """``StatefulFunction(step)`` after two calls ``f(x)``: its direct call is set up."""
+    f = StatefulFunction(step)
+    f(x)
+    f(x)
+    assert f._cache._direct is not None
+    return f
+
+
 def _only_direct(f):
     """Make every entry's general steady path fail, so a call that succeeds was served directly."""
 
@@ -115,11 +124,8 @@ def test_a_call_of_another_arity_or_with_keywords_takes_the_general_path():
         s.value = s.value + x + (0.0 if y is None else y)
         return s.value
 
-    f = StatefulFunction(step)
     x = jnp.ones(2)
-    f(x)
-    f(x)
-    assert f._cache._direct is not None
+    f = _served_directly(step, x)
     assert f._cache._direct((x, x), "step") is DIRECT_MISS  # (it serves one array argument)
     assert_allclose(f(x, x), [4.0, 4.0])
     assert_allclose(f(x, y=x), [6.0, 6.0])
@@ -174,11 +180,8 @@ def test_nan_checks_are_made_by_the_general_path_and_keep_the_states():
         s.value = s.value / x
         return s.value
 
-    f = StatefulFunction(step)
     x = jnp.ones(2)
-    f(x)
-    f(x)
-    assert f._cache._direct is not None
+    f = _served_directly(step, x)
     zero = jnp.zeros(2)
     f(zero * 0 + 1.0)
     mode = jax.config.jax_debug_nans
@@ -199,11 +202,8 @@ def test_a_changed_setting_read_by_the_program_selects_its_own_program():
         s.value = s.value + x * environ.get("gain", 1.0)
         return s.value
 
-    f = StatefulFunction(step)
     x = jnp.ones(2)
-    f(x)
-    f(x)
-    assert f._cache._direct is not None
+    f = _served_directly(step, x)
     with environ.context(gain=10.0):
         assert_allclose(f(x), [12.0, 12.0])
     assert_allclose(f(x), [13.0, 13.0])
@@ -220,10 +220,8 @@ def test_a_state_created_between_calls_is_seen_through_the_object_graph():
         holder.s.value = holder.s.value + x
         return holder.s.value
 
-    f = StatefulFunction(step)
     x = jnp.ones(2)
-    f(x)
-    f(x)
+    f = _served_directly(step, x)
     holder.s = State(jnp.full(2, 10.0), name="s")  # another State where the function looks
     assert_allclose(f(x), [11.0, 11.0])
     assert_allclose(f(x), [12.0, 12.0])
@@ -261,31 +259,3 @@ def test_a_direct_call_that_misses_its_arguments_is_made_again_by_the_next_stead
     f(x)
     assert_allclose(s.value, [1.875, 1.875])  # (four runs: the missed call ran nothing)
     assert traced == [(2,)]
-
-
-def test_arguments_spread_over_devices_get_no_direct_call_and_no_warning():
-    import warnings
-
-    from jax.sharding import NamedSharding
-    from jax.sharding import PartitionSpec as P
-
-    s = State(jnp.zeros((8, 2)), name="s")
-
-    def step(x):
-        s.value = s.value + x
-        return s.value.sum()
-
-    f = StatefulFunction(step)
-    x = jnp.ones((8, 2))
-    f(x)
-    f(x)
-    spread = jax.device_put(x, NamedSharding(jax.make_mesh((8,), ("x",)), P("x")))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # (JAX warns when a donated buffer cannot be used)
-        for _ in range(3):
-            f(spread)
-    # The direct call donates without asking where its arguments lie: it is only made for one-device ones.
-    assert [part.arg_avals for part in f._cache._direct_parts] == [[x.aval]]
-    assert_allclose(np.asarray(s.value), np.full((8, 2), 5.0))
-    f(x)
-    assert_allclose(np.asarray(s.value), np.full((8, 2), 6.0))

@@ -175,7 +175,12 @@ def test_an_argument_on_several_devices_is_not_donated_and_warns_nothing():
         warnings.simplefilter("error")  # JAX warns when a donated buffer cannot be used
         assert float(f(spread)) == 3.0 * 16
         f(spread)
-    assert_allclose(np.asarray(s.value), np.full((8, 2), 4.0))
+        f(spread)
+    assert_allclose(np.asarray(s.value), np.full((8, 2), 5.0))
+    # A direct call donates without asking where its arguments lie: none is made for spread ones.
+    assert [part.arg_avals for part in f._cache._direct_parts] == [[x.aval]]
+    f(x)
+    assert_allclose(np.asarray(s.value), np.full((8, 2), 6.0))
 
 
 def test_a_state_moved_onto_a_mesh_and_back_warns_nothing_and_donates_again():

@@ -34,7 +34,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 
@@ -149,7 +149,7 @@ def plain_runner(
     # (Arrays and typed keys: the written-out closure counts each one's references itself.)
     kinds = _kinds(ref_avals)
     if kinds is not None and len(states) <= UNROLLED_UP_TO and len(write_back) <= UNROLLED_UP_TO:
-        shape = (kinds, n_rw, len(write_back), donating is not None, new_values_first, len(locks))
+        shape = _Shape(kinds, n_rw, len(write_back), donating is not None, new_values_first, len(locks))
         common = (
             run,
             refused,
@@ -163,7 +163,7 @@ def plain_runner(
             infs,
             locks,
         )
-        steady = _unrolled_factory(*shape)(*common, *states, *write_back)
+        steady = _unrolled_factory(shape)(*common, *states, *write_back)
 
         def make_direct(
             entry: CacheEntry[Any], arg_avals: list[Any], then: list[DirectCall], hit: list[Any]
@@ -171,7 +171,7 @@ def plain_runner(
             if eager[0] is not None:  # (only a program that has run: its first run took the op-by-op form)
                 return None
             make = _unrolled_factory(
-                *shape, n_args=len(arg_avals), graph=entry.graph is not None, env=entry.env_reads is not None
+                shape._replace(n_args=len(arg_avals), graph=entry.graph is not None, env=entry.env_reads is not None)
             )
             return make(*common, entry, arg_avals, then, hit, *states, *write_back)
 
@@ -270,21 +270,23 @@ class _Lines:
         self.lines.extend("    " * self.depth + line for line in lines)
 
 
-def _steady_source(
-    kinds: str,
-    n_rw: int,
-    n_written: int,
-    donates: bool,
-    new_values_first: bool,
-    n_locks: int,
-    n_args: int | None = None,
-    graph: bool = False,
-    env: bool = False,
-) -> str:
-    """The source of the factory of a steady closure (a direct call when ``n_args`` is given) for this shape.
+class _Shape(NamedTuple):
+    """What a written-out closure depends on: one source, and one factory, per shape."""
 
-    ``kinds`` has one letter per input state: ``a`` for an array, ``k`` for a typed key.
-    """
+    kinds: str  # a letter per input state: ``a`` an array, ``k`` a typed key
+    n_rw: int  # how many of them the program writes (the first ones)
+    n_written: int  # how many states the new values go to
+    donates: bool  # whether the program has a donating form
+    new_values_first: bool  # whether that form returns (new values, output)
+    n_locks: int  # the hand-out locks taken around read, run and store
+    n_args: int | None = None  # a direct call's number of positional arrays (None: the steady closure)
+    graph: bool = False  # whether the direct call checks the entry's object graph
+    env: bool = False  # whether it checks the entry's call contexts
+
+
+def _steady_source(shape: _Shape) -> str:
+    """The source of the factory of a steady closure (a direct call when ``shape.n_args`` is given)."""
+    kinds, n_rw, n_written, donates, new_values_first, n_locks, n_args, graph, env = shape
     n = len(kinds)
     values = [f"v{i}" for i in range(n)]
     direct = n_args is not None
@@ -384,25 +386,13 @@ EXCLUSIVE_KEY_DATA = exclusive_local_key_data_count()  # (read by the generated 
 
 
 @functools.lru_cache(maxsize=128)
-def _unrolled_factory(
-    kinds: str,
-    n_rw: int,
-    n_written: int,
-    donates: bool,
-    new_values_first: bool,
-    n_locks: int,
-    n_args: int | None = None,
-    graph: bool = False,
-    env: bool = False,
-) -> Callable[..., Callable[..., Any]]:
-    """The factory of steady closures (direct calls, for ``n_args`` positional arrays) for this shape of program.
+def _unrolled_factory(shape: _Shape) -> Callable[..., Callable[..., Any]]:
+    """The factory of steady closures (or direct calls) for this shape of program.
 
     ``make(run, refused, eager, compiled, donating, states_on_one_device, avals,
     write_back, nans, infs, locks, *states, *targets)`` returns the steady closure;
     the direct call's ``make`` takes ``entry, arg_avals, then, hit`` before the
-    states. ``kinds``: a letter per input state (``a`` array, ``k`` typed key);
-    ``graph`` and ``env``: whether the direct call checks the entry's object graph
-    and call contexts.
+    states.
 
     Compiled once per shape (and kept for the 128 latest shapes). Its names
     (``OPEN_STACKS``, ``CTX``, ``ArrayImpl``, ``write_state_values``, the donation
@@ -411,13 +401,16 @@ def _unrolled_factory(
     source is registered with ``linecache`` so an unfiltered traceback shows the
     line that raised.
     """
-    source = _steady_source(kinds, n_rw, n_written, donates, new_values_first, n_locks, n_args, graph, env)
-    shape = f"{n_rw} written, {len(kinds) - n_rw} read, {n_written} stored" + (", donating" if donates else "")
+    source = _steady_source(shape)
+    kinds, n_rw = shape.kinds, shape.n_rw
+    name = f"{n_rw} written, {len(kinds) - n_rw} read, {shape.n_written} stored" + (
+        ", donating" if shape.donates else ""
+    )
     if "k" in kinds:
-        shape += f", {kinds.count('k')} keys"
-    if n_args is not None:
-        shape = f"direct, {n_args} args, " + shape
-    filename = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"<steady call: {shape}>")
+        name += f", {kinds.count('k')} keys"
+    if shape.n_args is not None:
+        name = f"direct, {shape.n_args} args, " + name
+    filename = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"<steady call: {name}>")
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
     namespace: dict[str, Any] = {}
     exec(compile(source, filename, "exec"), globals(), namespace)  # (our own template, filled with names)
