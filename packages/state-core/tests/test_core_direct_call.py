@@ -259,3 +259,16 @@ def test_a_direct_call_that_misses_its_arguments_is_made_again_by_the_next_stead
     f(x)
     assert_allclose(s.value, [1.875, 1.875])  # (four runs: the missed call ran nothing)
     assert traced == [(2,)]
+
+
+def test_a_direct_call_under_a_plain_jax_trace_refuses_to_leak_and_keeps_the_state():
+    from state_core import StateLeakError
+
+    s, f, _ = _accumulator()
+    x = jnp.ones(2)
+    f(x)
+    f(x)
+    with pytest.raises(StateLeakError, match="State 's'"):
+        jax.jit(lambda y: f(x) + y)(1.0)  # (x is concrete: the direct call serves it)
+    assert_allclose(s.value, [1.5, 1.5])
+    assert_allclose(f(x), 3.5)
