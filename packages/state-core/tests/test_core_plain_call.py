@@ -307,3 +307,25 @@ def test_alternating_arguments_find_their_own_programs_through_the_latest_aval_p
     assert_allclose(np.asarray(f(a)), [1.0, 1.0])
     assert traced == [(2,), (3,), (4,)]
     assert float(s.value) == 4 * 2.0 + 4 * 3.0 + 4.0 + 2.0
+
+
+def test_the_sources_registered_for_tracebacks_stay_bounded():
+    import linecache
+
+    from state_core import _steady_call
+
+    kept = {name: linecache.cache[name] for name in _steady_call._SHOWN if name in linecache.cache}
+    names = [f"<steady call test {i}>" for i in range(_steady_call._SHOWN_AT_MOST + 50)]
+    try:
+        for name in names:
+            _steady_call._show_source(name, "x = 1\n")
+        assert names[0] not in linecache.cache and names[49] not in linecache.cache
+        assert linecache.cache[names[-1]][2] == ["x = 1\n"]
+        assert len(_steady_call._SHOWN) == _steady_call._SHOWN_AT_MOST
+    finally:  # (the generated closures made before keep their sources)
+        for name in names:
+            linecache.cache.pop(name, None)
+            _steady_call._SHOWN.pop(name, None)
+        for name, entry in kept.items():
+            linecache.cache[name] = entry
+            _steady_call._SHOWN[name] = None

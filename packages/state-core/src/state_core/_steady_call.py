@@ -28,6 +28,7 @@ before anything runs, so every path behaves the same.
 
 from __future__ import annotations
 
+import collections
 import functools
 import linecache
 import os
@@ -385,6 +386,19 @@ EXCLUSIVE = exclusive_local_count()  # (read by the generated closures)
 EXCLUSIVE_KEY_DATA = exclusive_local_key_data_count()  # (read by the generated closures)
 
 
+_SHOWN: collections.OrderedDict[str, None] = collections.OrderedDict()
+_SHOWN_AT_MOST = 256  # (twice the factories kept: a traceback of a closure still in use shows its line)
+
+
+def _show_source(filename: str, source: str) -> None:
+    """Register ``source`` with ``linecache`` under ``filename``, forgetting the oldest beyond ``_SHOWN_AT_MOST``."""
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    _SHOWN[filename] = None
+    _SHOWN.move_to_end(filename)
+    while len(_SHOWN) > _SHOWN_AT_MOST:
+        linecache.cache.pop(_SHOWN.popitem(last=False)[0], None)
+
+
 @functools.lru_cache(maxsize=128)
 def _unrolled_factory(shape: _Shape) -> Callable[..., Callable[..., Any]]:
     """The factory of steady closures (or direct calls) for this shape of program.
@@ -411,7 +425,7 @@ def _unrolled_factory(shape: _Shape) -> Callable[..., Callable[..., Any]]:
     if shape.n_args is not None:
         name = f"direct, {shape.n_args} args, " + name
     filename = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"<steady call: {name}>")
-    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    _show_source(filename, source)
     namespace: dict[str, Any] = {}
     exec(compile(source, filename, "exec"), globals(), namespace)  # (our own template, filled with names)
     return namespace["make"]
