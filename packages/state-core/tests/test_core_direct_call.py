@@ -19,7 +19,17 @@ from state_core._cache import DIRECT_CALLS
 from state_core._steady_call import DIRECT_MISS
 
 
-def _accumulator():
+def _served_directly(step, x):
+    """``StatefulFunction(step)`` after two calls ``f(x)``: its direct call is set up."""
+    f = StatefulFunction(step)
+    f(x)
+    f(x)
+    assert f._cache._direct is not None
+    return f
+
+
+def _accumulator(x=None):
+    """``(s, f, x, traced)``: ``f`` halves State ``s`` and adds ``x``, called twice (``x``: ones(2))."""
     s = State(jnp.zeros(2), name="s")
     traced = []
 
@@ -28,16 +38,8 @@ def _accumulator():
         s.value = s.value * 0.5 + x
         return s.value.sum()
 
-    return s, StatefulFunction(step), traced
-
-
-def _served_directly(step, x):
-    """``StatefulFunction(step)`` after two calls ``f(x)``: its direct call is set up."""
-    f = StatefulFunction(step)
-    f(x)
-    f(x)
-    assert f._cache._direct is not None
-    return f
+    x = jnp.ones(2) if x is None else x
+    return s, _served_directly(step, x), x, traced
 
 
 def _only_direct(f):
@@ -51,11 +53,7 @@ def _only_direct(f):
 
 
 def test_a_function_with_one_signature_is_served_directly_with_the_values_of_the_general_path():
-    s, f, traced = _accumulator()
-    x = jnp.array([1.0, 2.0])
-    f(x)
-    f(x)
-    assert f._cache._direct is not None
+    s, f, x, traced = _accumulator(jnp.array([1.0, 2.0]))
     _only_direct(f)
     expected = np.zeros(2)
     for _ in range(2):
@@ -69,10 +67,7 @@ def test_a_function_with_one_signature_is_served_directly_with_the_values_of_the
 
 
 def test_the_direct_call_updates_a_state_held_alone_in_place_and_never_one_held_elsewhere():
-    s, f, _ = _accumulator()
-    x = jnp.ones(2)
-    f(x)
-    f(x)
+    s, f, x, _ = _accumulator()
     _only_direct(f)
     before = s.value.unsafe_buffer_pointer()
     f(x)
@@ -133,10 +128,7 @@ def test_a_call_of_another_arity_or_with_keywords_takes_the_general_path():
 
 
 def test_a_state_that_changed_shape_is_traced_again_not_run_directly():
-    s, f, traced = _accumulator()
-    x = jnp.ones(2)
-    f(x)
-    f(x)
+    s, f, x, traced = _accumulator()
     s.value = jnp.zeros(3)
     with pytest.raises(TypeError):
         f(x)  # (a (3,) state with a (2,) batch: the new trace fails in the user's code)
@@ -149,10 +141,7 @@ def test_a_state_that_changed_shape_is_traced_again_not_run_directly():
 def test_a_call_inside_an_outer_trace_is_recorded_by_it_not_run_directly():
     from state_core.engine import Strategy
 
-    s, f, _ = _accumulator()
-    x = jnp.ones(2)
-    f(x)
-    f(x)
+    s, f, x, _ = _accumulator()
     outer = StatefulFunction(lambda: f(x), strategy=Strategy())
     out = outer()
     assert_allclose(out, 3.5)
@@ -163,10 +152,7 @@ def test_a_call_inside_an_outer_trace_is_recorded_by_it_not_run_directly():
 def test_a_call_inside_an_open_state_trace_block_is_recorded_by_it():
     from state_core import StateTraceStack
 
-    s, f, _ = _accumulator()
-    x = jnp.ones(2)
-    f(x)
-    f(x)
+    s, f, x, _ = _accumulator()
     with StateTraceStack() as stack:
         f(x)
     assert stack.was_written(s) and stack.get_write_states() == [s]
@@ -243,10 +229,7 @@ def test_arguments_that_are_not_arrays_get_no_direct_call():
 
 
 def test_a_direct_call_that_misses_its_arguments_is_made_again_by_the_next_steady_call():
-    s, f, traced = _accumulator()
-    x = jnp.ones(2)
-    f(x)
-    f(x)
+    s, f, x, traced = _accumulator()
     ((_, avals, _, _),) = f._cache._direct_parts
     stale = f._cache._direct
     avals[0] = object()  # (stands for an aval object the arguments no longer have)
@@ -264,10 +247,7 @@ def test_a_direct_call_that_misses_its_arguments_is_made_again_by_the_next_stead
 def test_a_direct_call_under_a_plain_jax_trace_refuses_to_leak_and_keeps_the_state():
     from state_core import StateLeakError
 
-    s, f, _ = _accumulator()
-    x = jnp.ones(2)
-    f(x)
-    f(x)
+    s, f, x, _ = _accumulator()
     with pytest.raises(StateLeakError, match="State 's'"):
         jax.jit(lambda y: f(x) + y)(1.0)  # (x is concrete: the direct call serves it)
     assert_allclose(s.value, [1.5, 1.5])

@@ -185,24 +185,14 @@ def _keys_checker(n: int) -> Callable[[list[Any]], bool]:
     return keys_held_alone
 
 
-def _calibrate_locals() -> int:
-    holder = _Holder()
-    holder.__dict__["_value"] = _Probe()
-    v0 = holder._value  # as a written-out steady call holds it: the State's slot and one local
-    return _rc(v0)
-
-
-_TOP_OF_LOCAL = _calibrate_locals()
-
-
-def _calibrate_local_key_data() -> int:
+def _calibrate_locals() -> tuple[int, int]:
     holder = _Holder()
     holder.__dict__["_value"] = _ProbeKey()
-    v0 = holder._value  # a key as a written-out steady call holds it; its key data read as that call reads it
-    return _rc(v0._base_array)
+    v0 = holder._value  # as a written-out steady call holds it: the State's slot and one local
+    return _rc(v0), _rc(v0._base_array)  # (the value itself; a key's data, read as that call reads it)
 
 
-_KEY_DATA_OF_LOCAL = _calibrate_local_key_data()
+_TOP_OF_LOCAL, _KEY_DATA_OF_LOCAL = _calibrate_locals()
 
 
 def exclusive_local_count() -> int:

@@ -30,7 +30,7 @@ from ._graph import graph_roots, graph_states, snapshot_graph
 from ._identity import Unshareable
 from ._introspection import StatefulFunctionIntrospection
 from ._jax_internals import ArrayImpl, api_boundary, open_jaxpr
-from ._program import LRU_CLOCK, CacheEntry, Trace, jaxpr_evaluator
+from ._program import CacheEntry, Trace, jaxpr_evaluator
 from ._pure_program import _shapes_kept, _written_nbytes
 from ._registry import keep_alive_with, shared_record
 from ._replay import (
@@ -489,10 +489,8 @@ class StatefulFunction(CallSignature, StatefulFunctionIntrospection):
                 if entry is not None and aval is not None:
                     cache.remember_aval(aval, entry)
             if entry is not None:
-                hit = cache._hit
-                if entry is not hit[0]:  # (``cache.touch(entry)`` without its frame: alternating calls stamp each time)
-                    entry.last_used = next(LRU_CLOCK)
-                    hit[0] = entry
+                if entry is not cache._hit[0]:
+                    cache.touch(entry)
                 if (entry.graph is None or entry.graph_generation == GENERATION.value) and (
                     entry.env_reads is None or call_contexts_unchanged(entry.env_reads)
                 ):

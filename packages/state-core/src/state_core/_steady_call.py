@@ -46,7 +46,6 @@ from ._donation import DONATION_SWITCH, exclusive_local_count, exclusive_local_k
 # (Some names are read only by the generated closures, as this module's globals: see ``_unrolled_factory``.)
 from ._jax_internals import (  # noqa: F401
     EVAL_TRACE,
-    KEY_TOKEN,
     SHARDING_ATTRIBUTE,
     TRACE_STATE,
     ArrayImpl,
@@ -87,10 +86,8 @@ def no_direct_call(leaves: tuple[Any, ...], who: str) -> Any:
     return DIRECT_MISS
 
 
-def _kinds(ref_avals: Any) -> str | None:
-    """A letter per reference token (``a``: an array's aval, ``k``: a typed key's token), or None for others."""
-    if not isinstance(ref_avals, list) or (KEY_TOKEN is None and type(ref_avals) is not list):
-        return None
+def _kinds(ref_avals: list[Any]) -> str:
+    """A letter per reference token: ``a`` for an array's aval, ``k`` for a typed key's ``(implementation, aval)``."""
     return "".join("k" if type(token) is tuple else "a" for token in ref_avals)
 
 
@@ -116,7 +113,7 @@ def plain_runner(
         compiled: the program, ``compiled(written values, read-only values, *leaves)``.
         states: the input states in program order (written ones first).
         ref_avals: the reference tokens ``run`` keeps up to date (an aval per
-            array, ``(implementation, key data's aval)`` per typed key), or None.
+            array, ``(implementation, key data's aval)`` per typed key).
         n_rw: how many of ``states`` the program writes.
         write_back: the states the program's new values go to, in its order.
         locks: the states' hand-out locks (random keys), taken around read, run and write.
@@ -148,9 +145,8 @@ def plain_runner(
         donation if donation is not None else (None, False, exclusively_held, [True])
     )
     # (Arrays and typed keys: the written-out closure counts each one's references itself.)
-    kinds = _kinds(ref_avals)
-    if kinds is not None and len(states) <= UNROLLED_UP_TO and len(write_back) <= UNROLLED_UP_TO:
-        shape = _Shape(kinds, n_rw, len(write_back), donating is not None, new_values_first, len(locks))
+    if len(states) <= UNROLLED_UP_TO and len(write_back) <= UNROLLED_UP_TO:
+        shape = _Shape(_kinds(ref_avals), n_rw, len(write_back), donating is not None, new_values_first, len(locks))
         common = (
             run,
             refused,
